@@ -1,0 +1,28 @@
+// THE table of every KARMA_* environment variable: name, type, default, accepted values, one-line help.
+// Everything else (the enum, `karma-trace env`, validation, the runtime's configuration) derives from it.
+#pragma once
+
+// X(NAME, TYPE, DEFAULT, CHOICES, HELP). TYPE is an EnvType enumerator; CHOICES is "a|b|c" for enums.
+#define KARMA_ENV_TABLE(X)                                                                                      \
+  X(KARMA_CAPACITY, kCapacity, "0.9", "",                                                                       \
+    "Device memory KARMA may fill with tensors: bytes with a unit (512MiB, 16GiB) or a fraction of the "        \
+    "device's memory (0.8).")                                                                                   \
+  X(KARMA_MODE, kEnum, "auto", "auto|record|replay|um|off",                                                     \
+    "auto: record an iteration, plan, then replay; record: record only; replay: run KARMA_PLAN; um: managed "   \
+    "memory paging without a plan; off: pass everything through.")                                              \
+  X(KARMA_TRACE_DIR, kPath, "karma-traces", "",                                                                 \
+    "Directory where recorded iterations (.ktrace) and plans are written; created when missing.")               \
+  X(KARMA_LOG, kEnum, "warn", "error|warn|info|debug", "How much KARMA writes to stderr.")
+
+namespace karma {
+
+enum class EnvType { kCapacity, kBytes, kEnum, kPath, kString, kBool, kInt };
+
+enum class EnvVar {
+#define KARMA_ENV_ENUM(name, type, def, choices, help) name,
+  KARMA_ENV_TABLE(KARMA_ENV_ENUM)
+#undef KARMA_ENV_ENUM
+      kCount
+};
+
+}  // namespace karma

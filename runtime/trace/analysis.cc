@@ -1,0 +1,100 @@
+// Lifetimes, the ideal memory curve and summary counts of an iteration.
+#include "runtime/trace/analysis.h"
+
+#include <algorithm>
+
+namespace karma::trace {
+namespace {
+
+bool PersistentKind(BufferKind k) {
+  return k == BufferKind::kParam || k == BufferKind::kInput || k == BufferKind::kGrad || k == BufferKind::kState;
+}
+
+}  // namespace
+
+std::vector<Lifetime> ComputeLifetimes(const Iteration& it) {
+  const size_t n = it.buffers.size();
+  std::vector<Lifetime> lt(n);
+  std::vector<uint32_t> first_read(n, kNone), first_write(n, kNone);
+  std::vector<bool> allocated_inside(n, false);
+  for (const Event& e : it.events) {
+    if (e.kind == EventKind::kAlloc && e.buffer < n) allocated_inside[e.buffer] = true;
+  }
+  auto use = [&](BufferId b, uint32_t op) {
+    if (lt[b].first == kNone) lt[b].first = op;
+    lt[b].last = op;
+  };
+  for (const Op& op : it.ops) {
+    for (BufferId b : op.reads) {
+      use(b, op.id);
+      first_read[b] = std::min(first_read[b], op.id);
+    }
+    // A touch may read: for persistence it counts as a read, which keeps the contents.
+    for (BufferId b : op.touches) {
+      use(b, op.id);
+      first_read[b] = std::min(first_read[b], op.id);
+    }
+    for (BufferId b : op.writes) {
+      use(b, op.id);
+      first_write[b] = std::min(first_write[b], op.id);
+    }
+  }
+  for (size_t b = 0; b < n; ++b) {
+    const bool read_before_write = first_read[b] != kNone && first_read[b] < first_write[b];
+    const bool unused = lt[b].first == kNone;
+    lt[b].persistent = PersistentKind(it.buffers[b].kind) ||
+                       (!allocated_inside[b] && (read_before_write || unused));
+  }
+  return lt;
+}
+
+MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes) {
+  MemoryCurve m;
+  const size_t nops = it.ops.size();
+  std::vector<int64_t> delta(nops + 1, 0);
+  for (size_t b = 0; b < it.buffers.size(); ++b) {
+    const Lifetime& l = lifetimes[b];
+    const uint64_t bytes = it.buffers[b].bytes;
+    if (l.persistent) {
+      m.persistent_bytes += bytes;
+    } else if (l.first != kNone) {
+      delta[l.first] += static_cast<int64_t>(bytes);
+      delta[l.last + 1] -= static_cast<int64_t>(bytes);
+    }
+  }
+  m.live.resize(nops);
+  m.peak_bytes = m.persistent_bytes;
+  int64_t cur = 0;
+  for (size_t i = 0; i < nops; ++i) {
+    cur += delta[i];
+    m.live[i] = m.persistent_bytes + static_cast<uint64_t>(cur);
+    if (m.live[i] > m.peak_bytes || m.peak_op == kNone) {
+      m.peak_bytes = std::max(m.peak_bytes, m.live[i]);
+      m.peak_op = static_cast<uint32_t>(i);
+    }
+  }
+  return m;
+}
+
+Summary Summarize(const Iteration& it) {
+  Summary s;
+  for (const Op& op : it.ops) {
+    s.ops_by_phase[static_cast<size_t>(op.phase)]++;
+    s.ops_by_kind[static_cast<size_t>(op.kind)]++;
+    s.total_flops += op.flops;
+    s.total_op_bytes += op.bytes;
+    if (op.duration_ns > 0) {
+      s.measured_ns += op.duration_ns;
+      s.ops_with_duration++;
+    }
+  }
+  for (const Buffer& b : it.buffers) {
+    s.buffers_by_kind[static_cast<size_t>(b.kind)].count++;
+    s.buffers_by_kind[static_cast<size_t>(b.kind)].bytes += b.bytes;
+    s.buffer_bytes += b.bytes;
+  }
+  s.memory = IdealMemory(it, ComputeLifetimes(it));
+  return s;
+}
+
+}  // namespace karma::trace

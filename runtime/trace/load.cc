@@ -1,0 +1,23 @@
+// Format detection: the .ktrace magic, else JSON.
+#include "runtime/trace/load.h"
+
+#include <cstring>
+
+#include "runtime/trace/graph_json.h"
+#include "runtime/trace/ktrace_format.h"
+#include "runtime/trace/ktrace_io.h"
+
+namespace karma::trace {
+
+Result<Iteration> LoadIteration(const std::string& path, FileFormat* format) {
+  auto data = ReadWholeFile(path);
+  if (!data.ok()) return data.status();
+  const bool is_ktrace = data->size() >= sizeof ktrace::kMagic &&
+                         std::memcmp(data->data(), ktrace::kMagic, sizeof ktrace::kMagic) == 0;
+  if (format != nullptr) *format = is_ktrace ? FileFormat::kKtrace : FileFormat::kGraphJson;
+  auto it = is_ktrace ? DecodeKtrace(*data) : ParseGraphJson(*data);
+  if (!it.ok()) return it.status().WithContext(path);
+  return it;
+}
+
+}  // namespace karma::trace
