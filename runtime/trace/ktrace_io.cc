@@ -34,6 +34,7 @@ class ByteWriter {
     out_.append(s);
   }
   void Ids(const std::vector<BufferId>& ids) {
+    if (ids.empty()) return;
     out_.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(BufferId));
   }
   std::string& bytes() { return out_; }
@@ -63,6 +64,7 @@ class ByteReader {
   bool Ids(uint32_t n, std::vector<BufferId>* ids) {
     if ((data_.size() - pos_) / sizeof(BufferId) < n) return false;
     ids->resize(n);
+    if (n == 0) return true;
     std::memcpy(ids->data(), data_.data() + pos_, size_t{n} * sizeof(BufferId));
     pos_ += size_t{n} * sizeof(BufferId);
     return true;
