@@ -11,33 +11,38 @@ constexpr int64_t kMr = 16;  // rows of C per micro-tile (the vectorized dimensi
 constexpr int64_t kNr = 4;   // columns of C per micro-tile
 
 // acc[j][i] = sum_p ap[p * lda_p + i] * bp[j][p], p ascending. `rows` <= kMr, `cols` <= kNr.
-// GCC vectorizes the i loop; the AVX2 clone only widens it, so both produce identical sums.
-__attribute__((target_clones("avx2", "default"))) void MicroTile(const float* ap, int64_t lda_p,
+// GCC vectorizes the i loops; the AVX2 clone only widens them, so both produce identical sums.
+__attribute__((target_clones("avx2", "default"))) void MicroTile(const float* __restrict ap, int64_t lda_p,
                                                                    const float* const* bp, int64_t k,
                                                                    int64_t rows, int64_t cols,
-                                                                   float acc[kNr][kMr]) {
-  for (int64_t j = 0; j < kNr; ++j) {
-    for (int64_t i = 0; i < kMr; ++i) acc[j][i] = 0.0f;
-  }
+                                                                   float (*__restrict acc)[kMr]) {
+  float t[kNr][kMr] = {};  // local, so the compiler keeps it in registers
   if (rows == kMr && cols == kNr) {
+    const float* __restrict b0 = bp[0];
+    const float* __restrict b1 = bp[1];
+    const float* __restrict b2 = bp[2];
+    const float* __restrict b3 = bp[3];
     for (int64_t p = 0; p < k; ++p) {
-      const float* a = ap + p * lda_p;
-      const float b0 = bp[0][p], b1 = bp[1][p], b2 = bp[2][p], b3 = bp[3][p];
+      const float* __restrict a = ap + p * lda_p;
+      const float v0 = b0[p], v1 = b1[p], v2 = b2[p], v3 = b3[p];
       for (int64_t i = 0; i < kMr; ++i) {
-        acc[0][i] += a[i] * b0;
-        acc[1][i] += a[i] * b1;
-        acc[2][i] += a[i] * b2;
-        acc[3][i] += a[i] * b3;
+        t[0][i] += a[i] * v0;
+        t[1][i] += a[i] * v1;
+        t[2][i] += a[i] * v2;
+        t[3][i] += a[i] * v3;
       }
     }
-    return;
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    const float* a = ap + p * lda_p;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float bv = bp[j][p];
-      for (int64_t i = 0; i < rows; ++i) acc[j][i] += a[i] * bv;
+  } else {
+    for (int64_t p = 0; p < k; ++p) {
+      const float* __restrict a = ap + p * lda_p;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = bp[j][p];
+        for (int64_t i = 0; i < rows; ++i) t[j][i] += a[i] * v;
+      }
     }
+  }
+  for (int64_t j = 0; j < kNr; ++j) {
+    for (int64_t i = 0; i < kMr; ++i) acc[j][i] = t[j][i];
   }
 }
 
