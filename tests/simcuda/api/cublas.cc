@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "device/gemm.h"
@@ -128,11 +127,6 @@ const Driver* GetDriver() {
 
 bool Valid(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
-float Scalar(cublasHandle_t h, const float* p) {
-  // Device pointer mode: the value is read in stream order, which is now, since earlier work has executed.
-  return *p;
-}
-
 cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
                      const float* alpha, const float* A, int lda, long long strideA, const float* B, int ldb,
                      long long strideB, const float* beta, float* C, int ldc, long long strideC, int batch) {
@@ -149,7 +143,8 @@ cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
   const Driver* driver = GetDriver();
   if (driver == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   int ita = ta, itb = tb;
-  float a = Scalar(handle, alpha), b = Scalar(handle, beta);
+  // In device pointer mode alpha and beta are read in stream order, which is now: earlier work has executed.
+  float a = *alpha, b = *beta;
   void* args[] = {&ita, &itb, &m, &n, &k, &a, &A, &lda, &strideA, &B, &ldb, &strideB, &b, &C, &ldc, &strideC,
                   &batch};
   const unsigned gx = static_cast<unsigned>((m + 15) / 16), gy = static_cast<unsigned>((n + 15) / 16);

@@ -9,15 +9,6 @@ namespace simcuda {
 
 using karma::policy::HwProfile;
 
-const EnvDoc kEnvDocs[4] = {
-    {"SIMCUDA_GPU", "GPU profile of the simulated device (policy/hw_profile): v100-16g-pcie3 (default), "
-                    "a100-40g-pcie4, h100-80g-pcie5"},
-    {"SIMCUDA_MEM", "device memory in bytes with a unit (64MiB, 16GiB); default: the profile's memory"},
-    {"SIMCUDA_STATS", "file that receives the run's statistics as one JSON object at exit"},
-    {"SIMCUDA_LOG", "warn (default), info (configuration at start), debug (every operation with its virtual "
-                    "start and end)"},
-};
-
 const DeviceIdentity& IdentityOf(const HwProfile& profile) {
   static const DeviceIdentity kV100{"Tesla V100-PCIE-16GB (simcuda)", 7, 0, 80, 6 << 20};
   static const DeviceIdentity kA100{"NVIDIA A100-PCIE-40GB (simcuda)", 8, 0, 108, 40 << 20};

@@ -36,11 +36,4 @@ struct Config {
 using EnvGetter = const char* (*)(const char*);
 Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems);
 
-// The SIMCUDA_* variables, for --help texts and the README.
-struct EnvDoc {
-  const char* name;
-  const char* help;
-};
-extern const EnvDoc kEnvDocs[4];
-
 }  // namespace simcuda
