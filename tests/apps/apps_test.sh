@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing.
-#   apps_test.sh SOURCE_DIR BUILD_DIR CASE
+#   apps_test.sh SOURCE_DIR BUILD_DIR CASE [MEM]     MEM: device memory of the identical_* cases (256MiB)
 set -uo pipefail
-src=$1 build=$2 case=$3
+src=$1 build=$2 case=$3 mem=${4:-256MiB}
 simrun=("$src/scripts/simrun" --build "$build")
 bin=$build/bin
 tmp=$(mktemp -d)
@@ -79,7 +79,7 @@ oom_mlp | oom_skipnet)
 identical_mlp | identical_skipnet)
   app=${case#identical_}_trainer
   for alloc in async segments malloc async; do
-    run "$alloc" --mem 256MiB -- "$bin/$app" --iters 3 --size-factor 0.5 --alloc "$alloc"
+    run "$alloc" --mem "$mem" -- "$bin/$app" --iters 3 --size-factor 0.5 --alloc "$alloc"
     [[ $rc == 0 ]] || fail "$app --alloc $alloc: exit $rc: $(cat "$tmp/$alloc.err")"
     [[ $(grep -c '^iter' "$tmp/$alloc.out") == 3 ]] || fail "$app --alloc $alloc: $(cat "$tmp/$alloc.out")"
     if [[ -f $tmp/first ]]; then

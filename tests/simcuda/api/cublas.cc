@@ -125,6 +125,15 @@ const Driver* GetDriver() {
   return driver;
 }
 
+// One setting of a handle into `out`.
+template <typename T>
+cublasStatus_t Get(cublasHandle_t handle, T* out, T cublasContext::*field) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *out = handle->*field;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 bool Valid(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
 cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
@@ -183,10 +192,7 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) 
 }
 
 cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId) {
-  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (streamId == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *streamId = handle->stream;
-  return CUBLAS_STATUS_SUCCESS;
+  return Get(handle, streamId, &cublasContext::stream);
 }
 
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void*, size_t) {
@@ -201,10 +207,7 @@ cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_
 }
 
 cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode) {
-  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = handle->pointer_mode;
-  return CUBLAS_STATUS_SUCCESS;
+  return Get(handle, mode, &cublasContext::pointer_mode);
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
@@ -214,10 +217,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 }
 
 cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
-  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = handle->math_mode;
-  return CUBLAS_STATUS_SUCCESS;
+  return Get(handle, mode, &cublasContext::math_mode);
 }
 
 const char* cublasGetStatusName(cublasStatus_t status) {

@@ -7,22 +7,7 @@
 #include <vector>
 
 #include "api/process.h"
-
-// nvcc-generated code calls these; crt/host_runtime.h declares them only for nvcc, so they are declared here
-// with the same signatures.
-extern "C" {
-void** __cudaRegisterFatBinary(void* fatCubin);
-void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
-void __cudaUnregisterFatBinary(void** fatCubinHandle);
-void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
-                            int thread_limit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize);
-char __cudaInitModule(void** fatCubinHandle);
-unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream);
-cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream);
-cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
-cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
-                               cudaStream_t stream);
-}
+#include "simcuda/nvcc_entry_points.h"
 
 namespace {
 
@@ -45,6 +30,18 @@ const CUfunc_st* Kernel(simcuda::Device* d, const void* func) {
   // A cudaFunction_t / cudaKernel_t handle is accepted wherever a kernel's address is.
   const auto* fn = static_cast<const CUfunc_st*>(func);
   return d->kernels().IsFunction(fn) ? fn : nullptr;
+}
+
+// One field of a stream's state into `out`.
+template <typename T>
+cudaError_t StreamField(cudaStream_t stream, T* out, T CUstream_st::*field) {
+  simcuda::Device* d = Dev();
+  if (d == nullptr) return Ret(cudaErrorNoDevice);
+  if (out == nullptr) return Ret(cudaErrorInvalidValue);
+  CUstream_st info;
+  const cudaError_t e = d->StreamInfo(stream, &info);
+  if (e == cudaSuccess) *out = info.*field;
+  return Ret(e);
 }
 
 struct CallConfig {
@@ -92,6 +89,17 @@ std::vector<simcuda::Range> Ranges(void** ptrs, const size_t* sizes, size_t coun
   std::vector<simcuda::Range> ranges(count);
   for (size_t i = 0; i < count; ++i) ranges[i] = {reinterpret_cast<uintptr_t>(ptrs[i]), sizes[i]};
   return ranges;
+}
+
+// cudaMemPrefetchBatchAsync, and cudaMemDiscardAndPrefetchBatchAsync with `discard`.
+cudaError_t PrefetchBatch(void** dptrs, const size_t* sizes, size_t count, const cudaMemLocation* locs,
+                          const size_t* loc_starts, size_t num_locs, unsigned long long flags, cudaStream_t stream,
+                          bool discard) {
+  SIMCUDA_DEVICE(d);
+  if (flags != 0 || dptrs == nullptr || sizes == nullptr || locs == nullptr || loc_starts == nullptr) {
+    return Ret(cudaErrorInvalidValue);
+  }
+  return Ret(d->PrefetchBatch(Ranges(dptrs, sizes, count), {locs, num_locs}, {loc_starts, num_locs}, discard, stream));
 }
 
 // The driver library next to this one (simcuda's libcuda.so.1), as the real runtime loads libcuda.so.1.
@@ -299,13 +307,7 @@ cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMe
 cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, size_t* sizes, size_t count,
                                       struct cudaMemLocation* prefetchLocs, size_t* prefetchLocIdxs,
                                       size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream) {
-  SIMCUDA_DEVICE(d);
-  if (flags != 0 || dptrs == nullptr || sizes == nullptr || prefetchLocs == nullptr || prefetchLocIdxs == nullptr) {
-    return Ret(cudaErrorInvalidValue);
-  }
-  const auto ranges = Ranges(dptrs, sizes, count);
-  return Ret(d->PrefetchBatch(ranges, {prefetchLocs, numPrefetchLocs}, {prefetchLocIdxs, numPrefetchLocs}, false,
-                              stream));
+  return PrefetchBatch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream, false);
 }
 
 cudaError_t cudaMemDiscardBatchAsync(void** dptrs, size_t* sizes, size_t count, unsigned long long flags,
@@ -319,13 +321,7 @@ cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, size_t* sizes, siz
                                                 struct cudaMemLocation* prefetchLocs, size_t* prefetchLocIdxs,
                                                 size_t numPrefetchLocs, unsigned long long flags,
                                                 cudaStream_t stream) {
-  SIMCUDA_DEVICE(d);
-  if (flags != 0 || dptrs == nullptr || sizes == nullptr || prefetchLocs == nullptr || prefetchLocIdxs == nullptr) {
-    return Ret(cudaErrorInvalidValue);
-  }
-  const auto ranges = Ranges(dptrs, sizes, count);
-  return Ret(d->PrefetchBatch(ranges, {prefetchLocs, numPrefetchLocs}, {prefetchLocIdxs, numPrefetchLocs}, true,
-                              stream));
+  return PrefetchBatch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream, true);
 }
 
 cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
@@ -374,18 +370,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
-  SIMCUDA_DEVICE(d);
-  return Ret(d->StreamGetFlags(hStream, flags));
+  return StreamField(hStream, flags, &CUstream_st::flags);
 }
 
 cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
-  SIMCUDA_DEVICE(d);
-  return Ret(d->StreamGetPriority(hStream, priority));
+  return StreamField(hStream, priority, &CUstream_st::priority);
 }
 
 cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long* streamId) {
-  SIMCUDA_DEVICE(d);
-  return Ret(d->StreamGetId(hStream, streamId));
+  return StreamField(hStream, streamId, &CUstream_st::id);
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {

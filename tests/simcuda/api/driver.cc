@@ -56,6 +56,19 @@ std::vector<simcuda::Range> Ranges(const CUdeviceptr* ptrs, const size_t* sizes,
   return ranges;
 }
 
+// cuMemPrefetchBatchAsync, and cuMemDiscardAndPrefetchBatchAsync with `discard`.
+CUresult PrefetchBatch(const CUdeviceptr* dptrs, const size_t* sizes, size_t count, const CUmemLocation* locs,
+                       const size_t* loc_starts, size_t num_locs, unsigned long long flags, CUstream stream,
+                       bool discard) {
+  SIMCUDA_DEVICE(d);
+  if (flags != 0 || dptrs == nullptr || sizes == nullptr || locs == nullptr || loc_starts == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<cudaMemLocation> locations(num_locs);
+  for (size_t i = 0; i < num_locs; ++i) locations[i] = ToLocation(locs[i]);
+  return ToCu(d->PrefetchBatch(Ranges(dptrs, sizes, count), locations, {loc_starts, num_locs}, discard, stream));
+}
+
 struct ErrorText {
   CUresult code;
   const char* name;
@@ -75,6 +88,19 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
+
+// The name or the text of an error code.
+CUresult Describe(CUresult error, const char** out, const char* ErrorText::*what) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = nullptr;
+  for (const ErrorText& t : kErrors) {
+    if (t.code == error) {
+      *out = t.*what;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
 
 // Base names whose current ABI is a suffixed symbol, with the CUDA version that introduced it.
 struct Versioned {
@@ -180,29 +206,9 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   return ToCu(d->Attribute(pi, static_cast<cudaDeviceAttr>(attrib)));
 }
 
-CUresult cuGetErrorName(CUresult error, const char** pStr) {
-  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText& t : kErrors) {
-    if (t.code == error) {
-      *pStr = t.name;
-      return CUDA_SUCCESS;
-    }
-  }
-  *pStr = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
-}
+CUresult cuGetErrorName(CUresult error, const char** pStr) { return Describe(error, pStr, &ErrorText::name); }
 
-CUresult cuGetErrorString(CUresult error, const char** pStr) {
-  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText& t : kErrors) {
-    if (t.code == error) {
-      *pStr = t.text;
-      return CUDA_SUCCESS;
-    }
-  }
-  *pStr = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
-}
+CUresult cuGetErrorString(CUresult error, const char** pStr) { return Describe(error, pStr, &ErrorText::text); }
 
 CUresult cuCtxGetCurrent(CUcontext* pctx) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -306,14 +312,7 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation l
 CUresult cuMemPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* prefetchLocs,
                                  size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
                                  CUstream hStream) {
-  SIMCUDA_DEVICE(d);
-  if (flags != 0 || dptrs == nullptr || sizes == nullptr || prefetchLocs == nullptr || prefetchLocIdxs == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  std::vector<cudaMemLocation> locations(numPrefetchLocs);
-  for (size_t i = 0; i < numPrefetchLocs; ++i) locations[i] = ToLocation(prefetchLocs[i]);
-  return ToCu(d->PrefetchBatch(Ranges(dptrs, sizes, count), locations, {prefetchLocIdxs, numPrefetchLocs}, false,
-                               hStream));
+  return PrefetchBatch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, false);
 }
 
 CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count, unsigned long long flags,
@@ -326,14 +325,7 @@ CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
 CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
                                            CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
                                            size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
-  SIMCUDA_DEVICE(d);
-  if (flags != 0 || dptrs == nullptr || sizes == nullptr || prefetchLocs == nullptr || prefetchLocIdxs == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  std::vector<cudaMemLocation> locations(numPrefetchLocs);
-  for (size_t i = 0; i < numPrefetchLocs; ++i) locations[i] = ToLocation(prefetchLocs[i]);
-  return ToCu(d->PrefetchBatch(Ranges(dptrs, sizes, count), locations, {prefetchLocIdxs, numPrefetchLocs}, true,
-                               hStream));
+  return PrefetchBatch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, true);
 }
 
 // ---- streams and events -----------------------------------------------------------------------------------

@@ -222,30 +222,11 @@ cudaError_t Device::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
   return cudaSuccess;
 }
 
-cudaError_t Device::StreamGetFlags(cudaStream_t stream, unsigned* flags) {
-  if (flags == nullptr) return cudaErrorInvalidValue;
+cudaError_t Device::StreamInfo(cudaStream_t stream, CUstream_st* info) {
   std::lock_guard lock(mu_);
   CUstream_st* s = ResolveStream(stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  *flags = s->flags;
-  return cudaSuccess;
-}
-
-cudaError_t Device::StreamGetPriority(cudaStream_t stream, int* priority) {
-  if (priority == nullptr) return cudaErrorInvalidValue;
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  *priority = s->priority;
-  return cudaSuccess;
-}
-
-cudaError_t Device::StreamGetId(cudaStream_t stream, unsigned long long* id) {
-  if (id == nullptr) return cudaErrorInvalidValue;
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  *id = s->id;
+  *info = *s;
   return cudaSuccess;
 }
 

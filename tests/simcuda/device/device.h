@@ -139,9 +139,8 @@ class Device {
   cudaError_t StreamSynchronize(cudaStream_t stream);
   cudaError_t StreamQuery(cudaStream_t stream);
   cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event);
-  cudaError_t StreamGetFlags(cudaStream_t stream, unsigned* flags);
-  cudaError_t StreamGetPriority(cudaStream_t stream, int* priority);
-  cudaError_t StreamGetId(cudaStream_t stream, unsigned long long* id);
+  // A copy of the stream's state (flags, priority, id).
+  cudaError_t StreamInfo(cudaStream_t stream, CUstream_st* info);
   cudaError_t EventCreate(cudaEvent_t* event, unsigned flags);
   cudaError_t EventDestroy(cudaEvent_t event);
   cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream);
