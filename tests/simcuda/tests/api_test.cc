@@ -5,6 +5,7 @@
 #include <fatbinary_section.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -271,6 +272,60 @@ TEST(Api, DeviceIdentityCapacityAndErrors) {
   // A function simcuda does not implement answers "not supported" instead of crashing.
   cudaGraph_t graph = nullptr;
   EXPECT_EQ(cudaGraphCreate(&graph, 0), cudaErrorNotSupported);
+}
+
+TEST(Api, ManagedMemoryPrefetchAndDiscardThroughBothApis) {
+  const size_t bytes = 4 << 20;  // two pages
+  float* m = nullptr;
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&m), bytes, cudaMemAttachGlobal), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(m, 0, bytes, s), cudaSuccess);  // populates both pages on the device
+  const simcuda::Stats before = simcuda::Global()->GetStats();
+  cudaMemLocation host{cudaMemLocationTypeHost, 0}, gpu{cudaMemLocationTypeDevice, 0};
+  ASSERT_EQ(cudaMemPrefetchAsync(m, bytes, host, 0, s), cudaSuccess);
+  ASSERT_EQ(cudaMemPrefetchAsync(m, bytes, gpu, 0, s), cudaSuccess);
+  EXPECT_EQ(cudaMemPrefetchAsync(m, bytes, gpu, 1, s), cudaErrorInvalidValue);  // flags must be 0
+  CUmemLocation cu_host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  ASSERT_EQ(cuMemPrefetchAsync_v2(reinterpret_cast<CUdeviceptr>(m), bytes, cu_host, 0, s), CUDA_SUCCESS);
+  simcuda::Stats after = simcuda::Global()->GetStats();
+  EXPECT_EQ(after.prefetched_bytes - before.prefetched_bytes, bytes);
+  EXPECT_EQ(after.prefetched_to_host_bytes - before.prefetched_to_host_bytes, 2 * bytes);
+
+  void* ptrs[] = {m};
+  size_t sizes[] = {bytes};
+  size_t first[] = {0};
+  EXPECT_EQ(cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &gpu, first, 1, 0, nullptr), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &gpu, first, 1, 0, s), cudaSuccess);
+  EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[bytes / 4 - 1]));
+  after = simcuda::Global()->GetStats();
+  EXPECT_EQ(after.prefetched_bytes - before.prefetched_bytes, bytes);  // discarded pages move nothing
+  EXPECT_EQ(after.managed_resident_bytes, bytes);
+  CUdeviceptr cu_ptrs[] = {reinterpret_cast<CUdeviceptr>(m)};
+  ASSERT_EQ(cuMemDiscardBatchAsync(cu_ptrs, sizes, 1, 0, s), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda::Global()->GetStats().managed_resident_bytes, 0u);
+  ASSERT_EQ(cudaMemAdvise(m, bytes, cudaMemAdviseSetReadMostly, gpu), cudaSuccess);
+  ASSERT_EQ(cudaFree(m), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+void Note(void* flag) { *static_cast<int*>(flag) += 1; }
+
+TEST(Api, HostFunctionsRunInStreamOrder) {
+  int calls = 0;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s, &Note, &calls), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(cudaStreamPerThread, &Note, &calls), cudaSuccess);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(cudaLaunchHostFunc(s, nullptr, &calls), cudaErrorInvalidValue);
+  unsigned long long id1 = 0, id2 = 0;
+  ASSERT_EQ(cudaStreamGetId(s, &id1), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(cudaStreamPerThread, &id2), cudaSuccess);
+  EXPECT_NE(id1, id2);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamGetId(s, &id1), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
 }
 
 TEST(Api, EventsMeasureVirtualTime) {
