@@ -1,0 +1,423 @@
+// The training loop, the three allocation modes, sizing by dry runs, and the output contract.
+#include "common/trainer.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "common/layers.h"
+#include "runtime/common/units.h"
+
+namespace apps {
+
+double g_flops_per_element = 2 * 3 * 3 * 256;
+
+namespace {
+
+const char* g_program = "trainer";
+
+// Registers the shared kernels, as nvcc would for this translation unit.
+const Module<kernels::BiasActFwd, kernels::BiasActBwd, kernels::Dropout, kernels::BiasResidual, kernels::Bias,
+             kernels::Add, kernels::Accumulate, kernels::RowSum, kernels::MseLoss, kernels::SgdMomentum,
+             kernels::Adam>
+    g_module;
+
+[[noreturn]] void Fail(bool out_of_memory, const char* what, const char* detail) {
+  if (out_of_memory) {
+    std::fprintf(stderr, "%s: CUDA out of memory in %s (%s)\n", g_program, what, detail);
+    std::exit(2);
+  }
+  std::fprintf(stderr, "%s: CUDA error in %s: %s\n", g_program, what, detail);
+  std::exit(1);
+}
+
+// ---- allocators -------------------------------------------------------------------------------------------
+
+class AsyncAllocator : public Allocator {
+ public:
+  explicit AsyncAllocator(cudaStream_t s) : stream_(s) {}
+  void* Alloc(size_t bytes) override {
+    void* p = nullptr;
+    Check(cudaMallocAsync(&p, bytes, stream_), "cudaMallocAsync");
+    return p;
+  }
+  void Free(void* p) override { Check(cudaFreeAsync(p, stream_), "cudaFreeAsync"); }
+
+ private:
+  cudaStream_t stream_;
+};
+
+class MallocAllocator : public Allocator {
+ public:
+  void* Alloc(size_t bytes) override {
+    void* p = nullptr;
+    Check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+  }
+  void Free(void* p) override { Check(cudaFree(p), "cudaFree"); }
+};
+
+// PyTorch's default scheme: requests up to 1 MiB come from 2 MiB segments, larger ones from 20 MiB segments
+// (or a segment of their own size, rounded to 2 MiB, above 10 MiB); freed blocks stay cached, best fit with
+// splitting and coalescing; when cudaMalloc fails, empty cached segments are released and it is tried again.
+class SegmentAllocator : public Allocator {
+ public:
+  ~SegmentAllocator() override {
+    for (auto& [base, seg] : segments_) cudaFree(reinterpret_cast<void*>(base));
+  }
+
+  void* Alloc(size_t bytes) override {
+    const uint64_t size = std::max<uint64_t>(512, (bytes + 511) / 512 * 512);
+    const bool small = size <= kSmallLimit;
+    auto& pool = small ? small_free_ : large_free_;
+    auto it = pool.lower_bound({size, 0});
+    if (it == pool.end()) {
+      NewSegment(small ? kSmallSegment : size < 10 * karma::kMiB ? 20 * karma::kMiB : (size + kRound - 1) / kRound * kRound,
+                 small);
+      it = pool.lower_bound({size, 0});
+    }
+    const auto [block_size, addr] = *it;
+    pool.erase(it);
+    Block& b = blocks_.at(addr);
+    b.free = false;
+    const uint64_t rest = block_size - size;
+    if (rest >= (small ? 512 : karma::kMiB)) {  // split off the remainder as a free block
+      b.size = size;
+      blocks_[addr + size] = Block{rest, true, b.segment};
+      pool.insert({rest, addr + size});
+    }
+    return reinterpret_cast<void*>(addr);
+  }
+
+  void Free(void* p) override {
+    uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+    auto it = blocks_.find(addr);
+    if (it == blocks_.end() || it->second.free) Fail(false, "free", "not an allocated block");
+    Block& b = it->second;
+    b.free = true;
+    auto& pool = segments_.at(b.segment).small ? small_free_ : large_free_;
+    // Coalesce with the next and the previous block of the same segment.
+    auto next = std::next(it);
+    if (next != blocks_.end() && next->second.free && next->second.segment == b.segment) {
+      pool.erase({next->second.size, next->first});
+      b.size += next->second.size;
+      blocks_.erase(next);
+    }
+    if (it != blocks_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second.free && prev->second.segment == b.segment) {
+        pool.erase({prev->second.size, prev->first});
+        prev->second.size += b.size;
+        blocks_.erase(it);
+        it = prev;
+      }
+    }
+    pool.insert({it->second.size, it->first});
+  }
+
+ private:
+  static constexpr uint64_t kSmallLimit = 1 << 20;
+  static constexpr uint64_t kSmallSegment = 2 << 20;
+  static constexpr uint64_t kRound = 2 << 20;
+
+  struct Block {
+    uint64_t size;
+    bool free;
+    uintptr_t segment;
+  };
+  struct Segment {
+    uint64_t size;
+    bool small;
+  };
+
+  void NewSegment(uint64_t size, bool small) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      ReleaseEmptySegments();
+      e = cudaMalloc(&p, size);
+    }
+    Check(e, "cudaMalloc (segment)");
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    segments_[base] = Segment{size, small};
+    blocks_[base] = Block{size, true, base};
+    (small ? small_free_ : large_free_).insert({size, base});
+  }
+
+  void ReleaseEmptySegments() {
+    for (auto it = segments_.begin(); it != segments_.end();) {
+      const Block& b = blocks_.at(it->first);
+      if (b.free && b.size == it->second.size) {
+        (it->second.small ? small_free_ : large_free_).erase({b.size, it->first});
+        blocks_.erase(it->first);
+        Check(cudaFree(reinterpret_cast<void*>(it->first)), "cudaFree (segment)");
+        it = segments_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::map<uintptr_t, Segment> segments_;
+  std::map<uintptr_t, Block> blocks_;  // every block of every segment, by address
+  std::set<std::pair<uint64_t, uintptr_t>> small_free_, large_free_;  // (size, address): best fit
+};
+
+// ---- output ---------------------------------------------------------------------------------------------
+
+uint64_t Fnv1a(const void* data, size_t bytes, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+uint64_t MeasurePeak(const AppInfo& app, Shape shape) {
+  Context dry = Context::Dry();
+  auto model = app.make(shape);
+  model->Init(dry);
+  float* loss = dry.New(1);
+  model->Step(dry, 0, loss);
+  return dry.peak_bytes();
+}
+
+}  // namespace
+
+void Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  Fail(e == cudaErrorMemoryAllocation, what, cudaGetErrorString(e));
+}
+
+void Check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  Fail(s == CUBLAS_STATUS_ALLOC_FAILED, what, cublasGetStatusString(s));
+}
+
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::unique_ptr<Allocator> MakeAllocator(AllocMode mode, cudaStream_t stream) {
+  switch (mode) {
+    case AllocMode::kAsync: return std::make_unique<AsyncAllocator>(stream);
+    case AllocMode::kMalloc: return std::make_unique<MallocAllocator>();
+    case AllocMode::kSegments: return std::make_unique<SegmentAllocator>();
+  }
+  return nullptr;
+}
+
+// ---- context --------------------------------------------------------------------------------------------
+
+Context::Context(Allocator* alloc, cudaStream_t stream, cublasHandle_t blas)
+    : alloc_(alloc), stream_(stream), blas_(blas) {}
+
+Context Context::Dry() {
+  Context c;
+  c.dry_ = true;
+  return c;
+}
+
+float* Context::New(size_t count) {
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+  if (dry_) {
+    // Distinct fake addresses; only the byte counts matter.
+    auto* p = reinterpret_cast<float*>(static_cast<uintptr_t>(dry_sizes_.size() + 1) * 4096);
+    dry_sizes_.push_back({p, bytes});
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
+    return p;
+  }
+  return static_cast<float*>(alloc_->Alloc(bytes));
+}
+
+void Context::Free(float* p) {
+  if (p == nullptr) return;
+  if (dry_) {
+    auto it = std::find_if(dry_sizes_.begin(), dry_sizes_.end(), [&](const auto& e) { return e.first == p; });
+    if (it != dry_sizes_.end() && it->second != 0) {
+      live_ -= it->second;
+      it->second = 0;
+    }
+    return;
+  }
+  alloc_->Free(p);
+}
+
+void Context::Upload(float* dst, const float* src, size_t count) {
+  if (dry_) return;
+  Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+}
+
+void Context::Copy(float* dst, const float* src, size_t count) {
+  if (dry_) return;
+  Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+}
+
+Param NewParam(Context& c, int64_t n, float scale, uint64_t seed, uint64_t id, int states) {
+  Param p;
+  p.n = n;
+  p.w = c.New(static_cast<size_t>(n));
+  p.g = c.New(static_cast<size_t>(n));
+  if (states > 0) p.s1 = c.New(static_cast<size_t>(n));
+  if (states > 1) p.s2 = c.New(static_cast<size_t>(n));
+  if (c.dry()) return p;
+  std::vector<float> host(static_cast<size_t>(n), 0.0f);
+  c.Upload(p.g, host.data(), host.size());
+  if (p.s1 != nullptr) c.Upload(p.s1, host.data(), host.size());
+  if (p.s2 != nullptr) c.Upload(p.s2, host.data(), host.size());
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = scale * Uniform(seed, id, static_cast<uint64_t>(i));
+  c.Upload(p.w, host.data(), host.size());
+  return p;
+}
+
+void UploadBatch(Context& c, const Shape& s, int iter, float* x, float* target) {
+  if (c.dry()) return;
+  const int w = s.width;
+  const size_t n = static_cast<size_t>(w) * static_cast<size_t>(s.batch);
+  std::vector<float> hx(n), ht(n);
+  const uint64_t stream = (1ull << 32) + static_cast<uint64_t>(iter);  // apart from the weights' streams
+  for (size_t i = 0; i < n; ++i) hx[i] = Uniform(s.seed, stream, i);
+  for (size_t j = 0; j < static_cast<size_t>(s.batch); ++j) {
+    for (int f = 0; f < w; ++f) ht[f + j * w] = 0.5f * hx[(f + 1) % w + j * w];
+  }
+  c.Upload(x, hx.data(), n);
+  c.Upload(target, ht.data(), n);
+}
+
+void FreeParam(Context& c, Param& p) {
+  c.Free(p.w);
+  c.Free(p.g);
+  c.Free(p.s1);
+  c.Free(p.s2);
+  p = Param{};
+}
+
+void Context::Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+                   int ldc, bool accumulate) {
+  if (dry_) return;
+  const float one = 1, beta = accumulate ? 1.0f : 0.0f;
+  Check(cublasSgemm_v2(blas_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a, lda, b,
+                       ldb, &beta, c, ldc),
+        "cublasSgemm");
+}
+
+// ---- the program ----------------------------------------------------------------------------------------
+
+int RunTrainer(int argc, char** argv, const AppInfo& app) {
+  g_program = app.name;
+  CLI::App cli{std::string(app.description) +
+               "\nOutput: one line per iteration 'iter <i> loss <loss> ms <virtual ms>', then 'checksum <hex>'."
+               "\nExit codes: 0 done, 1 CUDA error, 2 CUDA out of memory, 64 bad command line."};
+  int iters = 5;
+  std::string footprint_text;
+  double size_factor = 0.5;
+  std::string alloc_text = "segments";
+  Shape shape;
+  shape.depth = app.default_depth;
+  cli.add_option("--iters", iters, "training iterations")->check(CLI::PositiveNumber);
+  auto* footprint_opt = cli.add_option("--footprint", footprint_text,
+                                       "size the model so that its ideal in-core peak is about BYTES (512MiB, 2GiB)");
+  cli.add_option("--size-factor", size_factor, "size the model to K times the device's total memory (default 0.5)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(footprint_opt);
+  cli.add_option("--alloc", alloc_text,
+                 "async: cudaMallocAsync per tensor; segments: caching allocator over cudaMalloc segments "
+                 "(PyTorch's default); malloc: cudaMalloc per tensor")
+      ->check(CLI::IsMember({"async", "segments", "malloc"}))
+      ->capture_default_str();
+  cli.add_option("--width", shape.width, "features per layer")->check(CLI::Range(1, 4096))->capture_default_str();
+  cli.add_option("--depth", shape.depth, "layers (blocks for skipnet)")->check(CLI::Range(1, 1024))->capture_default_str();
+  cli.add_option("--flops-per-element", g_flops_per_element,
+                 "virtual flops a layer kernel declares per output element (models a convolution)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cli.add_option("--seed", shape.seed, "seed of the synthetic data and weights")->capture_default_str();
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = cli.exit(e);
+    return code == 0 ? 0 : 64;
+  }
+  const AllocMode mode = alloc_text == "async"   ? AllocMode::kAsync
+                         : alloc_text == "malloc" ? AllocMode::kMalloc
+                                                  : AllocMode::kSegments;
+
+  cudaDeviceProp prop;
+  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  uint64_t target = 0;
+  if (!footprint_text.empty()) {
+    auto parsed = karma::ParseBytes(footprint_text);
+    if (!parsed.ok() || *parsed == 0) {
+      std::fprintf(stderr, "%s: --footprint: '%s' is not a byte count (%s)\n", app.name, footprint_text.c_str(),
+                   karma::kBytesForms);
+      return 64;
+    }
+    target = *parsed;
+  } else {
+    target = static_cast<uint64_t>(size_factor * static_cast<double>(prop.totalGlobalMem));
+  }
+
+  // The ideal peak is affine in the batch size: measure it at two sizes without a device, then solve.
+  shape.batch = 1;
+  const uint64_t p1 = MeasurePeak(app, shape);
+  shape.batch = 2;
+  const uint64_t p2 = MeasurePeak(app, shape);
+  const uint64_t per_sample = p2 - p1, fixed = p1 - per_sample;
+  shape.batch = target > fixed ? std::max<int64_t>(1, static_cast<int64_t>((target - fixed) / per_sample)) : 1;
+  std::fprintf(stderr, "%s: width %d, depth %d, batch %" PRId64 ": ideal in-core peak %s (target %s) on %s\n",
+               app.name, shape.width, shape.depth, shape.batch,
+               karma::FormatBytes(fixed + per_sample * static_cast<uint64_t>(shape.batch)).c_str(),
+               karma::FormatBytes(target).c_str(), prop.name);
+
+  cudaStream_t stream = nullptr;  // the legacy default stream, as PyTorch uses by default
+  cublasHandle_t blas = nullptr;
+  Check(cublasCreate_v2(&blas), "cublasCreate");
+  Check(cublasSetStream_v2(blas, stream), "cublasSetStream");
+  auto allocator = MakeAllocator(mode, stream);
+  Context ctx(allocator.get(), stream, blas);
+  auto model = app.make(shape);
+  model->Init(ctx);
+  float* loss_dev = ctx.New(1);
+  float* loss_host = nullptr;
+  Check(cudaMallocHost(reinterpret_cast<void**>(&loss_host), sizeof(float)), "cudaMallocHost");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  Check(cudaEventCreate(&start), "cudaEventCreate");
+  Check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int i = 0; i < iters; ++i) {
+    Check(cudaEventRecord(start, stream), "cudaEventRecord");
+    model->Step(ctx, i, loss_dev);
+    Check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    Check(cudaMemcpyAsync(loss_host, loss_dev, sizeof(float), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    float ms = 0;
+    Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    std::printf("iter %d loss %.9g ms %.4f\n", i, static_cast<double>(*loss_host), static_cast<double>(ms));
+    std::fflush(stdout);
+  }
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [p, count] : model->Parameters()) {
+    std::vector<float> host(count);
+    Check(cudaMemcpy(host.data(), p, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    h = Fnv1a(host.data(), count * sizeof(float), h);
+  }
+  std::printf("checksum %016" PRIx64 "\n", h);
+  model->Release(ctx);
+  ctx.Free(loss_dev);
+  allocator.reset();
+  Check(cudaFreeHost(loss_host), "cudaFreeHost");
+  Check(cudaEventDestroy(start), "cudaEventDestroy");
+  Check(cudaEventDestroy(stop), "cudaEventDestroy");
+  Check(cublasDestroy_v2(blas), "cublasDestroy");
+  return 0;
+}
+
+}  // namespace apps

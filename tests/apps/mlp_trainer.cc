@@ -1,0 +1,124 @@
+// mlp_trainer: a linear chain of fully connected layers (leaky ReLU, dropout) trained with SGD + momentum.
+#include <cmath>
+#include <vector>
+
+#include "common/layers.h"
+#include "common/trainer.h"
+
+namespace {
+
+using namespace apps;
+namespace k = apps::kernels;
+
+constexpr float kLearningRate = 0.05f;
+constexpr float kMomentum = 0.9f;
+
+class Mlp : public Model {
+ public:
+  explicit Mlp(const Shape& s) : s_(s) {}
+
+  void Init(Context& c) override {
+    const int w = s_.width;
+    for (int l = 0; l < s_.depth; ++l) {
+      weights_.push_back(NewParam(c, int64_t{w} * w, std::sqrt(6.0f / static_cast<float>(w)), s_.seed, 2 * l, 1));
+      biases_.push_back(NewParam(c, w, 0.0f, s_.seed, 2 * l + 1, 1));
+    }
+  }
+
+  void Step(Context& c, int iter, float* loss) override {
+    const int w = s_.width;
+    const int b = static_cast<int>(s_.batch);
+    const int64_t n = int64_t{w} * b;
+    const int depth = s_.depth;
+
+    float* x = c.New(n);
+    float* target = c.New(n);
+    UploadBatch(c, s_, iter, x, target);
+
+    // Forward: every layer keeps its input, its pre-activation and its dropout mask for the backward pass.
+    struct Saved {
+      float* input;
+      float* z;
+      float* mask;
+    };
+    std::vector<Saved> saved(static_cast<size_t>(depth));
+    float* h = x;
+    for (int l = 0; l < depth; ++l) {
+      float* z = c.New(n);
+      c.Gemm(false, false, w, b, w, weights_[l].w, w, h, w, z, w);
+      float* a = c.New(n);
+      c.Run<k::BiasActFwd>(n, int64_t{w}, int64_t{b}, static_cast<const float*>(biases_[l].w), z, a);
+      float* mask = nullptr;
+      float* out = a;
+      if (l + 1 < depth) {
+        mask = c.New(n);
+        out = c.New(n);
+        c.Run<k::Dropout>(n, n, Mix(s_.seed + 7919 * static_cast<uint64_t>(iter) + static_cast<uint64_t>(l)),
+                          static_cast<const float*>(a), mask, out);
+        c.Free(a);
+      }
+      saved[l] = {h, z, mask};
+      h = out;
+    }
+    float* dy = c.New(n);
+    c.Run<k::MseLoss>(n, n, static_cast<const float*>(h), static_cast<const float*>(target), loss, dy);
+    c.Free(h);
+    c.Free(target);
+
+    // Backward, releasing what each layer kept as soon as its gradients are done.
+    float* g = dy;
+    for (int l = depth - 1; l >= 0; --l) {
+      const Saved& s = saved[l];
+      float* dz = c.New(n);
+      c.Run<k::BiasActBwd>(n, n, static_cast<const float*>(g), static_cast<const float*>(s.mask),
+                           static_cast<const float*>(s.z), dz);
+      c.Free(g);
+      c.Free(s.z);
+      c.Free(s.mask);
+      c.Gemm(false, true, w, w, b, dz, w, s.input, w, weights_[l].g, w);
+      c.Run<k::RowSum>(n, int64_t{w}, int64_t{b}, static_cast<const float*>(dz), biases_[l].g);
+      g = nullptr;
+      if (l > 0) {
+        g = c.New(n);
+        c.Gemm(true, false, w, b, w, weights_[l].w, w, dz, w, g, w);
+      }
+      c.Free(dz);
+      c.Free(s.input);
+    }
+
+    // Optimizer.
+    for (int l = 0; l < depth; ++l) {
+      for (Param* p : {&weights_[l], &biases_[l]}) {
+        c.Run<k::SgdMomentum>(p->n, p->n, kLearningRate, kMomentum, static_cast<const float*>(p->g), p->s1, p->w);
+      }
+    }
+  }
+
+  std::vector<std::pair<const float*, size_t>> Parameters() const override {
+    std::vector<std::pair<const float*, size_t>> all;
+    for (size_t l = 0; l < weights_.size(); ++l) {
+      all.push_back({weights_[l].w, static_cast<size_t>(weights_[l].n)});
+      all.push_back({biases_[l].w, static_cast<size_t>(biases_[l].n)});
+    }
+    return all;
+  }
+
+  void Release(Context& c) override {
+    for (Param& p : weights_) FreeParam(c, p);
+    for (Param& p : biases_) FreeParam(c, p);
+  }
+
+ private:
+  Shape s_;
+  std::vector<Param> weights_, biases_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const apps::AppInfo app{"mlp_trainer",
+                          "mlp_trainer: a chain of fully connected layers (leaky ReLU, dropout), SGD with momentum, "
+                          "synthetic data; written against the CUDA runtime API and cuBLAS.",
+                          16, [](const apps::Shape& s) { return std::make_unique<Mlp>(s); }};
+  return apps::RunTrainer(argc, argv, app);
+}

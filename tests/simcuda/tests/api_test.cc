@@ -1,0 +1,352 @@
+// Tests through the exported CUDA APIs: registration as nvcc does it, launches, driver entry points, cuBLAS.
+#include <cublas_api.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <fatbinary_section.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/process.h"
+#include "simcuda/kernel_abi.h"
+#include "simcuda/nvcc_entry_points.h"
+
+namespace {
+
+// The device is created on first use, by the registration below: configure it first.
+const bool kEnvironment = [] {
+  setenv("SIMCUDA_GPU", "a100-40g-pcie4", 1);
+  setenv("SIMCUDA_MEM", "64MiB", 1);
+  return true;
+}();
+
+template <typename T>
+T Arg(const simcuda_launch* l, int i) {
+  return *static_cast<const T*>(l->args[i]);
+}
+
+// axpy(int n, float a, const float* x, float* y): y += a * x.
+void AxpyBody(const simcuda_launch* l) {
+  const int n = Arg<int>(l, 0);
+  const float a = Arg<float>(l, 1);
+  const float* x = Arg<const float*>(l, 2);
+  float* y = Arg<float*>(l, 3);
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+}
+void MixedBody(const simcuda_launch*) {}
+
+constexpr size_t kAxpySizes[] = {4, 4, 8, 8};
+constexpr size_t kMixedSizes[] = {1, 8, 2, 8};  // (char, double, short, void*)
+const simcuda_kernel kKernels[] = {
+    {"_Z4axpyifPKfPf", 4, kAxpySizes, kAxpySizes, AxpyBody, nullptr},
+    {"_Z5mixedcdsPv", 4, kMixedSizes, kMixedSizes, MixedBody, nullptr},
+};
+const simcuda_module kModule = {SIMCUDA_MODULE_MAGIC, SIMCUDA_MODULE_VERSION, 2, kKernels};
+const __fatBinC_Wrapper_t kWrapper = {FATBINC_MAGIC, FATBINC_VERSION,
+                                      reinterpret_cast<const unsigned long long*>(&kModule), nullptr};
+
+// Host stubs as nvcc generates them: pop the <<<>>> configuration, launch with the stub's own address.
+void axpy(int n, float a, const float* x, float* y) {
+  dim3 grid, block;
+  size_t shared;
+  cudaStream_t stream;
+  if (__cudaPopCallConfiguration(&grid, &block, &shared, &stream) != cudaSuccess) return;
+  void* args[] = {&n, &a, &x, &y};
+  (void)cudaLaunchKernel(reinterpret_cast<const void*>(&axpy), grid, block, args, shared, stream);
+}
+void mixed(char, double, short, void*) {}
+
+const bool kRegistered = [] {
+  void** handle = __cudaRegisterFatBinary(const_cast<__fatBinC_Wrapper_t*>(&kWrapper));
+  __cudaRegisterFunction(handle, reinterpret_cast<const char*>(&axpy), nullptr, "_Z4axpyifPKfPf", -1, nullptr,
+                         nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFunction(handle, reinterpret_cast<const char*>(&mixed), nullptr, "_Z5mixedcdsPv", -1, nullptr,
+                         nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFatBinaryEnd(handle);
+  return true;
+}();
+
+TEST(Api, RegisteredKernelsAnswerNameAndParameterQueries) {
+  ASSERT_TRUE(kEnvironment && kRegistered);
+  const char* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, reinterpret_cast<const void*>(&axpy)), cudaSuccess);
+  EXPECT_STREQ(name, "_Z4axpyifPKfPf");
+  const size_t want_offsets[] = {0, 8, 16, 24}, want_sizes[] = {1, 8, 2, 8};
+  cudaFunction_t fn = nullptr;
+  ASSERT_EQ(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&mixed)), cudaSuccess);
+  for (size_t i = 0; i < 4; ++i) {
+    size_t offset = 99, size = 99;
+    ASSERT_EQ(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&mixed), i, &offset, &size), cudaSuccess);
+    EXPECT_EQ(offset, want_offsets[i]);
+    EXPECT_EQ(size, want_sizes[i]);
+    offset = size = 99;
+    ASSERT_EQ(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(fn), i, &offset, &size), CUDA_SUCCESS);
+    EXPECT_EQ(offset, want_offsets[i]);
+    EXPECT_EQ(size, want_sizes[i]);
+  }
+  // Past the last parameter: the error a tool scanning parameters stops at.
+  EXPECT_EQ(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&mixed), 4, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(fn), 4, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(fn)), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "_Z5mixedcdsPv");
+  int not_a_kernel = 0;
+  EXPECT_EQ(cudaFuncGetName(&name, &not_a_kernel), cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+}
+
+TEST(Api, KernelsLaunchThroughStubsRuntimeAndDriver) {
+  const int n = 1000;
+  std::vector<float> x(n, 2.0f), y(n, 1.0f);
+  float *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&dy), n * 4, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dy, y.data(), n * 4, cudaMemcpyDefault), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  // axpy<<<4, 256, 0, s>>>(n, 0.5f, dx, dy);
+  __cudaPushCallConfiguration(dim3(4), dim3(256), 0, s);
+  axpy(n, 0.5f, dx, dy);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  // The same kernel through cuLaunchKernel and through cudaLaunchKernelExC.
+  cudaFunction_t fn = nullptr;
+  ASSERT_EQ(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&axpy)), cudaSuccess);
+  int count = n;
+  float a = 0.25f;
+  void* args[] = {&count, &a, &dx, &dy};
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(fn), 4, 1, 1, 256, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(4);
+  config.blockDim = dim3(256);
+  config.stream = s;
+  ASSERT_EQ(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&axpy), args), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(y.data(), dy, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(y[0], 1.0f + 1.0f + 0.5f + 0.5f);
+  EXPECT_EQ(y[n - 1], 3.0f);
+  int unregistered = 0;
+  EXPECT_EQ(cudaLaunchKernel(&unregistered, dim3(1), dim3(1), nullptr, 0, s), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaFree(dx), cudaSuccess);
+  ASSERT_EQ(cudaFree(dy), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(Api, DriverEntryPointsResolveKnownNamesOnly) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemAlloc", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemAlloc_v2));
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuLaunchKernel));
+  ASSERT_EQ(cuGetProcAddress_v2("cuGetProcAddress", &p, 13000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuGetProcAddress_v2));
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemPrefetchAsync", &p, 13000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemPrefetchAsync_v2));
+  for (const char* unknown : {"cuNoSuchFunction", "malloc", "cudaMalloc", "cudnnCreate"}) {
+    p = &st;
+    st = CU_GET_PROC_ADDRESS_SUCCESS;
+    EXPECT_EQ(cuGetProcAddress_v2(unknown, &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND) << unknown;
+    EXPECT_EQ(p, nullptr) << unknown;
+    EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << unknown;
+  }
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &p, 99000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+
+  // The runtime's lookups return the driver's functions; unknown names are success with a null pointer.
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &p, 13000, cudaEnableDefault, &q), cudaSuccess);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuLaunchKernel));
+  EXPECT_EQ(q, cudaDriverEntryPointSuccess);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ASSERT_EQ(cudaGetDriverEntryPoint("cuMemGetInfo", &p, cudaEnableDefault, &q), cudaSuccess);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemGetInfo_v2));
+  p = &q;
+  ASSERT_EQ(cudaGetDriverEntryPoint("cuNoSuchFunction", &p, cudaEnableDefault, &q), cudaSuccess);
+#pragma GCC diagnostic pop
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(q, cudaDriverEntryPointSymbolNotFound);
+}
+
+// C = A * B on the host, summed in the same order as simcuda's GEMM.
+std::vector<float> Multiply(const std::vector<float>& a, const std::vector<float>& b, int m, int n, int k) {
+  std::vector<float> c(static_cast<size_t>(m) * n);
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      float acc = 0;
+      for (int p = 0; p < k; ++p) acc += a[i + p * m] * b[p + j * k];
+      c[i + j * m] = acc;
+    }
+  }
+  return c;
+}
+
+TEST(Api, CublasGemmsRunAsKernelsOnTheDevice) {
+  const int m = 48, n = 20, k = 33, batch = 3;
+  std::vector<float> a(m * k * batch), b(k * n * batch);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 17) * 0.125f - 1;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+  float *da = nullptr, *db = nullptr, *dc = nullptr;
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&da), a.size() * 4, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&db), b.size() * 4, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dc), m * n * batch * 4), cudaSuccess);
+  std::memcpy(da, a.data(), a.size() * 4);  // managed memory is host-accessible
+  std::memcpy(db, b.data(), b.size() * 4);
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate_v2(&h), CUBLAS_STATUS_SUCCESS);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cublasSetStream_v2(h, s), CUBLAS_STATUS_SUCCESS);
+  const simcuda::Stats before = simcuda::Global()->GetStats();
+  const float one = 1, zero = 0;
+  ASSERT_EQ(cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, m, db, k, &zero, dc, m),
+            CUBLAS_STATUS_SUCCESS);
+  std::vector<float> c(m * n * batch);
+  ASSERT_EQ(cudaMemcpy(c.data(), dc, m * n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  const auto want = Multiply(a, b, m, n, k);
+  EXPECT_EQ(std::memcmp(c.data(), want.data(), want.size() * 4), 0);
+  const simcuda::Stats after = simcuda::Global()->GetStats();
+  EXPECT_EQ(after.kernels, before.kernels + 1);
+  EXPECT_EQ(after.faults, before.faults + 2);  // A and B, one managed page each, touched by the GEMM
+
+  ASSERT_EQ(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, CUDA_R_32F, m, db, CUDA_R_32F, k, &zero, dc,
+                         CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, CUDA_R_16F, m, db, CUDA_R_16F, k, &zero,
+                         dc, CUDA_R_16F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  ASSERT_EQ(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, m, m * k, db, k, k * n, &zero,
+                                      dc, m, m * n, batch),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int i = 0; i < batch; ++i) {
+    const std::vector<float> ai(a.begin() + i * m * k, a.begin() + (i + 1) * m * k);
+    const std::vector<float> bi(b.begin() + i * k * n, b.begin() + (i + 1) * k * n);
+    const auto wi = Multiply(ai, bi, m, n, k);
+    EXPECT_EQ(std::memcmp(c.data() + i * m * n, wi.data(), wi.size() * 4), 0) << i;
+  }
+  EXPECT_EQ(cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, m - 1, db, k, &zero, dc, m),
+            CUBLAS_STATUS_INVALID_VALUE);
+  ASSERT_EQ(cublasDestroy_v2(h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cudaFree(da), cudaSuccess);
+  ASSERT_EQ(cudaFree(db), cudaSuccess);
+  ASSERT_EQ(cudaFree(dc), cudaSuccess);
+}
+
+TEST(Api, DeviceIdentityCapacityAndErrors) {
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_NE(std::string(prop.name).find("A100"), std::string::npos);
+  EXPECT_EQ(prop.totalGlobalMem, 64u << 20);
+  EXPECT_EQ(prop.concurrentManagedAccess, 1);
+  int v = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, 0), cudaSuccess);
+  EXPECT_EQ(v, 1);
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 8);
+  size_t total = 0, free_bytes = 0;
+  ASSERT_EQ(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+  EXPECT_EQ(total, 64u << 20);
+
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 65u << 20), cudaErrorMemoryAllocation);
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory");
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation");
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  CUdeviceptr dp = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&dp, 65u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemAlloc_v2(&dp, 10u << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  EXPECT_EQ(free_bytes, 54u << 20);
+  ASSERT_EQ(cuMemGetInfo_v2(&free_bytes, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes, 54u << 20);
+  ASSERT_EQ(cuMemFree_v2(dp), CUDA_SUCCESS);
+  // A function simcuda does not implement answers "not supported" instead of crashing.
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaGraphCreate(&graph, 0), cudaErrorNotSupported);
+}
+
+TEST(Api, ManagedMemoryPrefetchAndDiscardThroughBothApis) {
+  const size_t bytes = 4 << 20;  // two pages
+  float* m = nullptr;
+  ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&m), bytes, cudaMemAttachGlobal), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(m, 0, bytes, s), cudaSuccess);  // populates both pages on the device
+  const simcuda::Stats before = simcuda::Global()->GetStats();
+  cudaMemLocation host{cudaMemLocationTypeHost, 0}, gpu{cudaMemLocationTypeDevice, 0};
+  ASSERT_EQ(cudaMemPrefetchAsync(m, bytes, host, 0, s), cudaSuccess);
+  ASSERT_EQ(cudaMemPrefetchAsync(m, bytes, gpu, 0, s), cudaSuccess);
+  EXPECT_EQ(cudaMemPrefetchAsync(m, bytes, gpu, 1, s), cudaErrorInvalidValue);  // flags must be 0
+  CUmemLocation cu_host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  ASSERT_EQ(cuMemPrefetchAsync_v2(reinterpret_cast<CUdeviceptr>(m), bytes, cu_host, 0, s), CUDA_SUCCESS);
+  simcuda::Stats after = simcuda::Global()->GetStats();
+  EXPECT_EQ(after.prefetched_bytes - before.prefetched_bytes, bytes);
+  EXPECT_EQ(after.prefetched_to_host_bytes - before.prefetched_to_host_bytes, 2 * bytes);
+
+  void* ptrs[] = {m};
+  size_t sizes[] = {bytes};
+  size_t first[] = {0};
+  EXPECT_EQ(cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &gpu, first, 1, 0, nullptr), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &gpu, first, 1, 0, s), cudaSuccess);
+  EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[bytes / 4 - 1]));
+  after = simcuda::Global()->GetStats();
+  EXPECT_EQ(after.prefetched_bytes - before.prefetched_bytes, bytes);  // discarded pages move nothing
+  EXPECT_EQ(after.managed_resident_bytes, bytes);
+  CUdeviceptr cu_ptrs[] = {reinterpret_cast<CUdeviceptr>(m)};
+  ASSERT_EQ(cuMemDiscardBatchAsync(cu_ptrs, sizes, 1, 0, s), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda::Global()->GetStats().managed_resident_bytes, 0u);
+  ASSERT_EQ(cudaMemAdvise(m, bytes, cudaMemAdviseSetReadMostly, gpu), cudaSuccess);
+  ASSERT_EQ(cudaFree(m), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+void Note(void* flag) { *static_cast<int*>(flag) += 1; }
+
+TEST(Api, HostFunctionsRunInStreamOrder) {
+  int calls = 0;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s, &Note, &calls), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(cudaStreamPerThread, &Note, &calls), cudaSuccess);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(cudaLaunchHostFunc(s, nullptr, &calls), cudaErrorInvalidValue);
+  unsigned long long id1 = 0, id2 = 0;
+  ASSERT_EQ(cudaStreamGetId(s, &id1), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(cudaStreamPerThread, &id2), cudaSuccess);
+  EXPECT_NE(id1, id2);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamGetId(s, &id1), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+}
+
+TEST(Api, EventsMeasureVirtualTime) {
+  // 24 MB at the A100 profile's 24 GB/s: 1 ms on the host-to-device engine.
+  std::vector<char> host(24000000);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, host.size()), cudaSuccess);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, host.data(), host.size(), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  EXPECT_NEAR(ms, 1.0f, 1e-5);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  const std::string json = simcuda::Global()->StatsJson();
+  EXPECT_NE(json.find("\"profile\": \"a100-40g-pcie4\""), std::string::npos);
+  EXPECT_NE(json.find("\"peak_device_bytes\""), std::string::npos);
+}
+
+}  // namespace
