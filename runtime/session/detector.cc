@@ -1,0 +1,142 @@
+// Iteration detection: candidate periods from repeated signatures, sliding-window validation, tracking.
+#include "runtime/session/detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+namespace karma::rt {
+namespace {
+
+// Earlier occurrences of a signature that propose candidate periods. One is not enough: when every op of an
+// iteration occurs more than once in it, only a distance to an older occurrence equals the period.
+constexpr size_t kOccurrences = 4;
+
+}  // namespace
+
+IterationDetector::IterationDetector(Options options)
+    : options_(options), capacity_(2ull * std::max<uint32_t>(options.max_period, 1) + 2) {}
+
+uint64_t IterationDetector::Allowed(uint64_t p) const {
+  return static_cast<uint64_t>(std::floor(options_.tolerance * static_cast<double>(p)));
+}
+
+void IterationDetector::AddCandidate(uint64_t p, uint64_t i) {
+  Candidate c;
+  // The window (i - p, i]; i >= p because the distance came from an earlier index.
+  for (uint64_t j = i - p + 1; j <= i; ++j) c.mismatches += Mismatch(j, p) ? 1 : 0;
+  candidates_.emplace(p, c);
+}
+
+void IterationDetector::EvictOne() {
+  auto worst = candidates_.end();
+  double worst_ratio = -1;
+  for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
+    if (locked_ && it->first == period_) continue;
+    const double ratio = static_cast<double>(it->second.mismatches) / static_cast<double>(it->first);
+    if (ratio >= worst_ratio) {
+      worst_ratio = ratio;
+      worst = it;
+    }
+  }
+  if (worst == candidates_.end()) return;
+  if (evicted_at_.size() > 4096) evicted_at_.clear();
+  evicted_at_[worst->first] = n_;
+  candidates_.erase(worst);
+}
+
+bool IterationDetector::Degenerate(uint64_t p, uint64_t i) const {
+  for (uint64_t d = 1; d < options_.min_period && d < p; ++d) {
+    if (p % d != 0) continue;
+    bool periodic = true;
+    for (uint64_t j = i + 1 - p + d; j <= i && periodic; ++j) periodic = Sig(j) == Sig(j - d);
+    if (periodic) return true;
+  }
+  return false;
+}
+
+IterationDetector::Step IterationDetector::Lock(uint64_t p, uint64_t i) {
+  locked_ = true;
+  period_ = p;
+  boundaries_ = 0;
+  iteration_mismatches_ = 0;
+  // The iteration starts where the least memory is live; then after a synchronization; then earliest.
+  uint64_t best = i;
+  auto key = [&](uint64_t j) { return std::make_tuple(live_[j % capacity_], sync_[j % capacity_] ? 0 : 1, j); };
+  for (uint64_t j = i + 1 - p; j <= i; ++j) {
+    if (key(j) < key(best)) best = j;
+  }
+  next_boundary_ = best == i ? i : best + p;
+  if (next_boundary_ == i) {
+    next_boundary_ += p;
+    boundaries_ = 1;
+    return Step::kBoundary;
+  }
+  return Step::kLocked;
+}
+
+IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t live_bytes, bool after_sync) {
+  const uint64_t i = n_++;
+  if (sig_.size() < capacity_) {
+    sig_.push_back(signature);
+    live_.push_back(live_bytes);
+    sync_.push_back(after_sync ? 1 : 0);
+  } else {
+    sig_[i % capacity_] = signature;
+    live_[i % capacity_] = live_bytes;
+    sync_[i % capacity_] = after_sync ? 1 : 0;
+  }
+
+  // Slide every candidate's window by one op.
+  for (auto& [p, c] : candidates_) {
+    c.mismatches += Mismatch(i, p) ? 1 : 0;
+    if (i >= p) c.mismatches -= Mismatch(i - p, p) ? 1 : 0;
+    const bool valid = i + 1 >= 2 * p && c.mismatches <= Allowed(p);
+    c.valid_run = valid ? c.valid_run + 1 : 0;
+    if (c.banned && c.valid_run > 2 * p) c.banned = false;
+  }
+
+  // New candidates: distances to the latest earlier occurrences of this signature.
+  if (last_seen_.size() > 4ull * options_.max_period) last_seen_.clear();
+  std::vector<uint64_t>& seen = last_seen_[signature];
+  for (uint64_t q : seen) {
+    const uint64_t p = i - q;
+    if (p < options_.min_period || p > options_.max_period || candidates_.count(p) != 0) continue;
+    auto ev = evicted_at_.find(p);
+    if (ev != evicted_at_.end() && i < ev->second + p) continue;
+    AddCandidate(p, i);
+    auto& c = candidates_[p];
+    c.valid_run = (i + 1 >= 2 * p && c.mismatches <= Allowed(p)) ? 1 : 0;
+  }
+  seen.push_back(i);
+  if (seen.size() > kOccurrences) seen.erase(seen.begin());
+  while (candidates_.size() > options_.max_candidates) EvictOne();
+
+  if (locked_) {
+    if (i >= period_ && Sig(i) != Sig(i - period_)) iteration_mismatches_++;
+    if (iteration_mismatches_ > Allowed(period_)) {
+      locked_ = false;
+      divergences_++;
+      auto it = candidates_.find(period_);
+      if (it != candidates_.end() && boundaries_ <= options_.confirm_periods) {
+        it->second.banned = true;
+        it->second.valid_run = 0;
+      }
+      return Step::kDiverged;
+    }
+    if (i == next_boundary_) {
+      next_boundary_ += period_;
+      boundaries_++;
+      iteration_mismatches_ = 0;
+      return Step::kBoundary;
+    }
+    return Step::kInside;
+  }
+
+  for (const auto& [p, c] : candidates_) {
+    if (!c.banned && c.valid_run > 0 && !Degenerate(p, i)) return Lock(p, i);
+  }
+  return Step::kSearching;
+}
+
+}  // namespace karma::rt
