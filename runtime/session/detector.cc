@@ -10,7 +10,9 @@ namespace {
 
 // Earlier occurrences of a signature that propose candidate periods. One is not enough: when every op of an
 // iteration occurs more than once in it, only a distance to an older occurrence equals the period.
-constexpr size_t kOccurrences = 4;
+constexpr uint8_t kOccurrences = 4;
+// Distinct signatures remembered; past this (addresses that never repeat) the memory starts over.
+constexpr size_t kMaxSignatures = 1u << 18;
 
 }  // namespace
 
@@ -97,10 +99,10 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
   }
 
   // New candidates: distances to the latest earlier occurrences of this signature.
-  if (last_seen_.size() > 4ull * options_.max_period) last_seen_.clear();
-  std::vector<uint64_t>& seen = last_seen_[signature];
-  for (uint64_t q : seen) {
-    const uint64_t p = i - q;
+  if (last_seen_.size() >= kMaxSignatures) last_seen_.clear();
+  Seen& seen = last_seen_[signature];
+  for (uint8_t k = 0; k < seen.count; ++k) {
+    const uint64_t p = i - seen.index[k];
     if (p < options_.min_period || p > options_.max_period || candidates_.count(p) != 0) continue;
     auto ev = evicted_at_.find(p);
     if (ev != evicted_at_.end() && i < ev->second + p) continue;
@@ -108,8 +110,12 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
     auto& c = candidates_[p];
     c.valid_run = (i + 1 >= 2 * p && c.mismatches <= Allowed(p)) ? 1 : 0;
   }
-  seen.push_back(i);
-  if (seen.size() > kOccurrences) seen.erase(seen.begin());
+  static_assert(sizeof(Seen::index) / sizeof(uint64_t) == kOccurrences);
+  if (seen.count == kOccurrences) {
+    for (uint8_t k = 1; k < kOccurrences; ++k) seen.index[k - 1] = seen.index[k];
+    seen.count--;
+  }
+  seen.index[seen.count++] = i;
   while (candidates_.size() > options_.max_candidates) EvictOne();
 
   if (locked_) {

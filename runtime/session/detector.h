@@ -78,7 +78,11 @@ class IterationDetector {
   std::vector<uint64_t> live_;
   std::vector<uint8_t> sync_;
   uint64_t n_ = 0;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> last_seen_;  // signature -> a few latest indices
+  struct Seen {
+    uint64_t index[4];  // the latest occurrences, oldest first
+    uint8_t count = 0;
+  };
+  std::unordered_map<uint64_t, Seen> last_seen_;  // signature -> its latest occurrences
   std::map<uint64_t, Candidate> candidates_;                       // by period, ascending
   std::unordered_map<uint64_t, uint64_t> evicted_at_;              // period -> index when evicted
 

@@ -2,51 +2,53 @@
 // (reads, writes, workspace), instead of the kernels the library launches internally (those calls pass
 // through: the re-entry guard is set while a library call runs).
 #include "interpose/hooks.h"
+#include "runtime/session/hook_util.h"
 #include "runtime/session/library_ops.h"
-#include "runtime/session/session.h"
 
 namespace karma::hook {
 namespace {
 
-using rt::Access;
 using rt::OpDesc;
 using rt::Session;
 
-template <typename Err, typename RealCall>
-Err Observed(Session* s, const OpDesc& d, RealCall real, Err ok) {
-  rt::OpScope op = s->BeginOp(d);
-  const Err e = real();
-  op.End(e == ok);
-  return e;
-}
-
-// The operands only matter while the session records; otherwise the op is just counted.
-OpDesc Counted(trace::OpKind kind) {
+// The operands are only worked out while the session observes; otherwise the op is just counted.
+template <typename Err, typename RealCall, typename Describe>
+Err Library(Err ok, RealCall call, Describe describe) {
+  Session* s = Session::Get();
+  if (s == nullptr) return call();
   OpDesc d;
-  d.kind = kind;
-  return d;
+  d.kind = trace::OpKind::kLibrary;
+  if (s->observing()) d = describe(s);
+  return rt::Observed(s, d, ok, call);
 }
 
-rt::GemmContext CublasContext(const rt::CudaApi& api, cublasHandle_t handle) {
+OpDesc Gemm(Session* s, const char* name, cublasHandle_t handle, const rt::GemmShape& g, int scale_bytes,
+            const void* A, const void* B, void* C, const void* alpha, const void* beta, cudaDataType a_type,
+            cudaDataType b_type, cudaDataType c_type) {
+  const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCublas);
   rt::GemmContext c;
   cudaStream_t stream = nullptr;
   if (api.cublasGetStream_v2 != nullptr && api.cublasGetStream_v2(handle, &stream) == CUBLAS_STATUS_SUCCESS) {
     c.stream = rt::KeyOf(stream);
   }
   cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
-  if (api.cublasGetPointerMode_v2 != nullptr &&
-      api.cublasGetPointerMode_v2(handle, &mode) == CUBLAS_STATUS_SUCCESS) {
-    c.scalars_on_device = mode == CUBLAS_POINTER_MODE_DEVICE;
-  } else {
-    c.scalars_on_device = true;  // unknown: do not dereference beta
-  }
-  return c;
+  // Unknown pointer mode: treat the scalars as device pointers, never dereferenced.
+  c.scalars_on_device = api.cublasGetPointerMode_v2 == nullptr ||
+                        api.cublasGetPointerMode_v2(handle, &mode) != CUBLAS_STATUS_SUCCESS ||
+                        mode == CUBLAS_POINTER_MODE_DEVICE;
+  c.scale_bytes = scale_bytes;
+  return rt::GemmOp(name, g, c, A, B, C, alpha, beta, a_type, b_type, c_type);
 }
 
-cudaStream_t CudnnStream(const rt::CudaApi& api, cudnnHandle_t handle) {
+// `output_type` is the cudnnDataType of the output descriptor (-1 unknown), which sets beta's width.
+OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer_list<const void*> inputs,
+            void* output, const void* beta, int output_type, void* workspace, size_t workspace_bytes,
+            const void* conv_desc, int algo) {
+  const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
   cudaStream_t stream = nullptr;
-  if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) return nullptr;
-  return stream;
+  if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) stream = nullptr;
+  return rt::ConvOp(name, rt::KeyOf(stream), inputs, output, !rt::CudnnBetaIsZero(beta, output_type), workspace,
+                    workspace_bytes, rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo)));
 }
 
 }  // namespace
@@ -54,14 +56,12 @@ cudaStream_t CudnnStream(const rt::CudaApi& api, cudnnHandle_t handle) {
 cublasStatus_t cublasSgemm_v2(cublasSgemm_v2_fn real, cublasHandle_t handle, cublasOperation_t transa,
                               cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A,
                               int lda, const float* B, int ldb, const float* beta, float* C, int ldc) {
-  Session* s = Session::Get();
-  auto call = [&] { return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUBLAS_STATUS_SUCCESS);
-  rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
-  rt::GemmContext c = CublasContext(s->ApiFor(rt::CudaLib::kCublas), handle);
-  const OpDesc d = rt::GemmOp("cublasSgemm_v2", g, c, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
-  return Observed(s, d, call, CUBLAS_STATUS_SUCCESS);
+  return Library(
+      CUBLAS_STATUS_SUCCESS, [&] { return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        return Gemm(s, "cublasSgemm_v2", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
+      });
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasSgemmStridedBatched_fn real, cublasHandle_t handle,
@@ -69,18 +69,19 @@ cublasStatus_t cublasSgemmStridedBatched(cublasSgemmStridedBatched_fn real, cubl
                                          const float* alpha, const float* A, int lda, long long int strideA,
                                          const float* B, int ldb, long long int strideB, const float* beta, float* C,
                                          int ldc, long long int strideC, int batchCount) {
-  Session* s = Session::Get();
-  auto call = [&] {
-    return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
-                batchCount);
-  };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUBLAS_STATUS_SUCCESS);
-  rt::GemmShape g{m, n, k, batchCount, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
-  rt::GemmContext c = CublasContext(s->ApiFor(rt::CudaLib::kCublas), handle);
-  OpDesc d = rt::GemmOp("cublasSgemmStridedBatched", g, c, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
-  d.shape = rt::HashMix(rt::HashMix(rt::HashMix(d.shape, strideA), strideB), strideC);
-  return Observed(s, d, call, CUBLAS_STATUS_SUCCESS);
+  return Library(
+      CUBLAS_STATUS_SUCCESS,
+      [&] {
+        return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                    batchCount);
+      },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, batchCount, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        OpDesc d = Gemm(s, "cublasSgemmStridedBatched", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F,
+                        CUDA_R_32F);
+        d.shape = rt::HashMix(rt::HashMix(rt::HashMix(d.shape, strideA), strideB), strideC);
+        return d;
+      });
 }
 
 cublasStatus_t cublasGemmEx(cublasGemmEx_fn real, cublasHandle_t handle, cublasOperation_t transa,
@@ -88,19 +89,19 @@ cublasStatus_t cublasGemmEx(cublasGemmEx_fn real, cublasHandle_t handle, cublasO
                             cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb, const void* beta,
                             void* C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
-  Session* s = Session::Get();
-  auto call = [&] {
-    return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-                computeType, algo);
-  };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUBLAS_STATUS_SUCCESS);
-  rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
-  rt::GemmContext c = CublasContext(s->ApiFor(rt::CudaLib::kCublas), handle);
-  c.scale_bytes = rt::GemmScaleBytes(computeType, Ctype);
-  OpDesc d = rt::GemmOp("cublasGemmEx", g, c, A, B, C, alpha, beta, Atype, Btype, Ctype);
-  d.shape = rt::HashMix(d.shape, static_cast<uint64_t>(computeType));
-  return Observed(s, d, call, CUBLAS_STATUS_SUCCESS);
+  return Library(
+      CUBLAS_STATUS_SUCCESS,
+      [&] {
+        return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                    computeType, algo);
+      },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        OpDesc d = Gemm(s, "cublasGemmEx", handle, g, rt::GemmScaleBytes(computeType, Ctype), A, B, C, alpha, beta,
+                        Atype, Btype, Ctype);
+        d.shape = rt::HashMix(d.shape, static_cast<uint64_t>(computeType));
+        return d;
+      });
 }
 
 cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHandle_t handle, const void* alpha,
@@ -109,17 +110,17 @@ cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHand
                                       const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo,
                                       void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
-  Session* s = Session::Get();
-  auto call = [&] {
-    return real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y);
-  };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUDNN_STATUS_SUCCESS);
-  const bool accumulate = !rt::CudnnBetaIsZero(beta, rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), yDesc));
-  const OpDesc d = rt::ConvOp("cudnnConvolutionForward", rt::KeyOf(CudnnStream(s->ApiFor(rt::CudaLib::kCudnn), handle)), {x, w}, y,
-                              accumulate, workSpace, workSpaceSizeInBytes,
-                              rt::HashMix(reinterpret_cast<uint64_t>(convDesc), static_cast<uint64_t>(algo)));
-  return Observed(s, d, call, CUDNN_STATUS_SUCCESS);
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc,
+                    y);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionForward", handle, {x, w}, y, beta,
+                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), yDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnConvolutionBackwardData_fn real, cudnnHandle_t handle,
@@ -129,18 +130,17 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnConvolutionBackwardData_fn real,
                                            cudnnConvolutionBwdDataAlgo_t algo, void* workSpace,
                                            size_t workSpaceSizeInBytes, const void* beta,
                                            const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  Session* s = Session::Get();
-  auto call = [&] {
-    return real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc,
-                dx);
-  };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUDNN_STATUS_SUCCESS);
-  const bool accumulate = !rt::CudnnBetaIsZero(beta, rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), dxDesc));
-  const OpDesc d = rt::ConvOp("cudnnConvolutionBackwardData", rt::KeyOf(CudnnStream(s->ApiFor(rt::CudaLib::kCudnn), handle)), {w, dy}, dx,
-                              accumulate, workSpace, workSpaceSizeInBytes,
-                              rt::HashMix(reinterpret_cast<uint64_t>(convDesc), static_cast<uint64_t>(algo)));
-  return Observed(s, d, call, CUDNN_STATUS_SUCCESS);
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta,
+                    dxDesc, dx);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionBackwardData", handle, {w, dy}, dx, beta,
+                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), dxDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnConvolutionBackwardFilter_fn real, cudnnHandle_t handle,
@@ -150,30 +150,33 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnConvolutionBackwardFilter_fn r
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  Session* s = Session::Get();
-  auto call = [&] {
-    return real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dwDesc,
-                dw);
-  };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUDNN_STATUS_SUCCESS);
-  const bool accumulate = !rt::CudnnBetaIsZero(beta, rt::CudnnFilterType(s->ApiFor(rt::CudaLib::kCudnn), dwDesc));
-  const OpDesc d = rt::ConvOp("cudnnConvolutionBackwardFilter", rt::KeyOf(CudnnStream(s->ApiFor(rt::CudaLib::kCudnn), handle)), {x, dy},
-                              dw, accumulate, workSpace, workSpaceSizeInBytes,
-                              rt::HashMix(reinterpret_cast<uint64_t>(convDesc), static_cast<uint64_t>(algo)));
-  return Observed(s, d, call, CUDNN_STATUS_SUCCESS);
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta,
+                    dwDesc, dw);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionBackwardFilter", handle, {x, dy}, dw, beta,
+                    rt::CudnnFilterType(s->ApiFor(rt::CudaLib::kCudnn), dwDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
 }
 
 cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t handle,
                                   cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack) {
-  Session* s = Session::Get();
-  auto call = [&] { return real(handle, executionPlan, variantPack); };
-  if (s == nullptr) return call();
-  if (!s->observing()) return Observed(s, Counted(trace::OpKind::kLibrary), call, CUDNN_STATUS_SUCCESS);
-  OpDesc d = rt::BackendOp(s->ApiFor(rt::CudaLib::kCudnn), variantPack);
-  d.stream = rt::KeyOf(CudnnStream(s->ApiFor(rt::CudaLib::kCudnn), handle));
-  d.shape = rt::HashMix(d.shape, reinterpret_cast<uint64_t>(executionPlan));
-  return Observed(s, d, call, CUDNN_STATUS_SUCCESS);
+  return Library(
+      CUDNN_STATUS_SUCCESS, [&] { return real(handle, executionPlan, variantPack); },
+      [&](Session* s) {
+        const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
+        OpDesc d = rt::BackendOp(api, variantPack);
+        cudaStream_t stream = nullptr;
+        if (api.cudnnGetStream != nullptr && api.cudnnGetStream(handle, &stream) == CUDNN_STATUS_SUCCESS) {
+          d.stream = rt::KeyOf(stream);
+        }
+        d.shape = rt::HashMix(d.shape, rt::AddressOf(executionPlan));
+        return d;
+      });
 }
 
 }  // namespace karma::hook

@@ -1,36 +1,49 @@
 // Hook handlers for allocation, free and memory queries: device memory from the arena, everything else passed
 // through and registered. Every path returns the error code the application would get without KARMA.
 #include "interpose/hooks.h"
-#include "runtime/session/session.h"
+#include "runtime/session/hook_util.h"
 
 namespace karma::hook {
 namespace {
 
+using rt::AddressOf;
 using rt::Origin;
 using rt::Session;
 using rt::StreamKey;
 
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+template <typename Out>
+Out FromAddress(uint64_t a) {
+  if constexpr (std::is_pointer_v<Out>) {
+    return reinterpret_cast<Out>(a);
+  } else {
+    return static_cast<Out>(a);
+  }
+}
 
-// In the driver's _ptsz entry points the NULL stream is the calling thread's per-thread stream.
-StreamKey PerThreadKey(CUstream s) { return s == nullptr ? 0x2 : rt::KeyOf(s); }
-
-// A device allocation through the arena; `real` makes the real call when the arena passes the request on.
-template <typename Err, typename RealCall>
-Err Allocate(Session* s, uint64_t size, StreamKey stream, bool runtime_api, uint64_t* out, Err oom,
-             RealCall real) {
-  switch (s->AllocateDevice(size, stream, runtime_api, out)) {
-    case Session::Served::kServed: return Err{};
+// A device allocation (runtime or driver API): the arena, or the real call when the arena passes it on.
+template <typename Out, typename Err, typename RealCall>
+Err Allocate(Out* out, size_t size, StreamKey stream, Err oom, RealCall real) {
+  constexpr bool runtime_api = std::is_same_v<Err, cudaError_t>;
+  Session* s = Session::Get();
+  if (s == nullptr || out == nullptr || size == 0) return real();
+  uint64_t addr = 0;
+  switch (s->AllocateDevice(size, stream, runtime_api, &addr)) {
+    case Session::Served::kServed:
+      *out = FromAddress<Out>(addr);
+      return Err{};
     case Session::Served::kOutOfMemory: return oom;
     case Session::Served::kPassThrough: break;
   }
   const Err e = real();
-  if (e == Err{}) s->NoteAllocation(*out, size, Origin::kDevice);
+  if (e == Err{}) s->NoteAllocation(AddressOf(*out), size, Origin::kDevice);
   return e;
 }
 
+// A free: the arena's blocks never reach the real free; a double free gets `invalid`, as it would.
 template <typename Err, typename RealCall>
-Err Free(Session* s, uint64_t addr, StreamKey stream, Err invalid, RealCall real) {
+Err Free(uint64_t addr, StreamKey stream, Err invalid, RealCall real) {
+  Session* s = Session::Get();
+  if (s == nullptr || addr == 0) return real();
   switch (s->FreeDevice(addr, stream)) {
     case Session::Freed::kArena: return Err{};
     case Session::Freed::kInvalid: return invalid;
@@ -39,93 +52,68 @@ Err Free(Session* s, uint64_t addr, StreamKey stream, Err invalid, RealCall real
   return real();
 }
 
+// Memory the real call allocates and KARMA must not virtualize: registered so that recordings know it.
+template <typename Out, typename Err, typename RealCall>
+Err Register(Out* out, size_t size, Origin origin, RealCall real) {
+  const Err e = real();
+  Session* s = Session::Get();
+  if (s != nullptr && e == Err{} && out != nullptr && size != 0) s->NoteAllocation(AddressOf(*out), size, origin);
+  return e;
+}
+
+template <typename Err, typename RealCall>
+Err MemInfo(size_t* free, size_t* total, RealCall real) {
+  const Err e = real();
+  Session* s = Session::Get();
+  if (s != nullptr && e == Err{}) s->AdjustMemInfo(free, total);
+  return e;
+}
+
 }  // namespace
 
 // ---- CUDA runtime ----
 
 cudaError_t cudaMalloc(cudaMalloc_fn real, void** devPtr, size_t size) {
-  Session* s = Session::Get();
-  if (s == nullptr || devPtr == nullptr || size == 0) return real(devPtr, size);
-  uint64_t addr = 0;
-  const cudaError_t e = Allocate(s, size, rt::kSyncStream, true, &addr, cudaErrorMemoryAllocation, [&] {
-    const cudaError_t r = real(devPtr, size);
-    if (r == cudaSuccess) addr = U(*devPtr);
-    return r;
-  });
-  if (e == cudaSuccess) *devPtr = reinterpret_cast<void*>(addr);
-  return e;
+  return Allocate(devPtr, size, rt::kSyncStream, cudaErrorMemoryAllocation, [&] { return real(devPtr, size); });
 }
 
 cudaError_t cudaFree(cudaFree_fn real, void* devPtr) {
-  Session* s = Session::Get();
-  if (s == nullptr || devPtr == nullptr) return real(devPtr);
-  return Free(s, U(devPtr), rt::kSyncStream, cudaErrorInvalidValue, [&] { return real(devPtr); });
+  return Free(AddressOf(devPtr), rt::kSyncStream, cudaErrorInvalidValue, [&] { return real(devPtr); });
 }
 
 cudaError_t cudaMallocAsync(cudaMallocAsync_fn real, void** devPtr, size_t size, cudaStream_t hStream) {
-  Session* s = Session::Get();
-  if (s == nullptr || devPtr == nullptr || size == 0) return real(devPtr, size, hStream);
-  uint64_t addr = 0;
-  const cudaError_t e = Allocate(s, size, rt::KeyOf(hStream), true, &addr, cudaErrorMemoryAllocation, [&] {
-    const cudaError_t r = real(devPtr, size, hStream);
-    if (r == cudaSuccess) addr = U(*devPtr);
-    return r;
-  });
-  if (e == cudaSuccess) *devPtr = reinterpret_cast<void*>(addr);
-  return e;
+  return Allocate(devPtr, size, rt::KeyOf(hStream), cudaErrorMemoryAllocation,
+                  [&] { return real(devPtr, size, hStream); });
 }
 
 cudaError_t cudaFreeAsync(cudaFreeAsync_fn real, void* devPtr, cudaStream_t hStream) {
-  Session* s = Session::Get();
-  if (s == nullptr || devPtr == nullptr) return real(devPtr, hStream);
-  return Free(s, U(devPtr), rt::KeyOf(hStream), cudaErrorInvalidValue, [&] { return real(devPtr, hStream); });
+  return Free(AddressOf(devPtr), rt::KeyOf(hStream), cudaErrorInvalidValue, [&] { return real(devPtr, hStream); });
 }
 
 // Explicit pools exist for sharing (IPC export) and special placement: never virtualized, only registered.
 cudaError_t cudaMallocFromPoolAsync(cudaMallocFromPoolAsync_fn real, void** ptr, size_t size, cudaMemPool_t memPool,
                                     cudaStream_t stream) {
-  const cudaError_t e = real(ptr, size, memPool, stream);
-  Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && ptr != nullptr && size != 0) s->NoteAllocation(U(*ptr), size, Origin::kDevice);
-  return e;
+  return Register<void*, cudaError_t>(ptr, size, Origin::kDevice, [&] { return real(ptr, size, memPool, stream); });
 }
 
 cudaError_t cudaMallocManaged(cudaMallocManaged_fn real, void** devPtr, size_t size, unsigned int flags) {
-  const cudaError_t e = real(devPtr, size, flags);
-  Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && devPtr != nullptr && size != 0) {
-    s->NoteAllocation(U(*devPtr), size, Origin::kAppManaged);
-  }
-  return e;
+  return Register<void*, cudaError_t>(devPtr, size, Origin::kAppManaged, [&] { return real(devPtr, size, flags); });
 }
 
 cudaError_t cudaMallocHost(cudaMallocHost_fn real, void** ptr, size_t size) {
-  const cudaError_t e = real(ptr, size);
-  Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && ptr != nullptr && size != 0) s->NoteAllocation(U(*ptr), size, Origin::kHostPinned);
-  return e;
+  return Register<void*, cudaError_t>(ptr, size, Origin::kHostPinned, [&] { return real(ptr, size); });
 }
 
 cudaError_t cudaHostAlloc(cudaHostAlloc_fn real, void** pHost, size_t size, unsigned int flags) {
-  const cudaError_t e = real(pHost, size, flags);
-  Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && pHost != nullptr && size != 0) {
-    s->NoteAllocation(U(*pHost), size, Origin::kHostPinned);
-  }
-  return e;
+  return Register<void*, cudaError_t>(pHost, size, Origin::kHostPinned, [&] { return real(pHost, size, flags); });
 }
 
 cudaError_t cudaFreeHost(cudaFreeHost_fn real, void* ptr) {
-  Session* s = Session::Get();
-  if (s == nullptr || ptr == nullptr) return real(ptr);
-  return Free(s, U(ptr), rt::kSyncStream, cudaErrorInvalidValue, [&] { return real(ptr); });
+  return Free(AddressOf(ptr), rt::kSyncStream, cudaErrorInvalidValue, [&] { return real(ptr); });
 }
 
 cudaError_t cudaMemGetInfo(cudaMemGetInfo_fn real, size_t* free, size_t* total) {
-  const cudaError_t e = real(free, total);
-  Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess) s->AdjustMemInfo(free, total);
-  return e;
+  return MemInfo<cudaError_t>(free, total, [&] { return real(free, total); });
 }
 
 // Arena blocks are managed memory underneath; the application asked for device memory and is told so.
@@ -133,7 +121,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerGetAttributes_fn real, cudaPoint
                                      const void* ptr) {
   const cudaError_t e = real(attributes, ptr);
   Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && attributes != nullptr && s->InArena(U(ptr))) {
+  if (s != nullptr && e == cudaSuccess && attributes != nullptr && s->InArena(AddressOf(ptr))) {
     attributes->type = cudaMemoryTypeDevice;
     attributes->hostPointer = nullptr;
     attributes->devicePointer = const_cast<void*>(ptr);
@@ -144,79 +132,38 @@ cudaError_t cudaPointerGetAttributes(cudaPointerGetAttributes_fn real, cudaPoint
 // ---- driver API ----
 
 CUresult cuMemAlloc_v2(cuMemAlloc_v2_fn real, CUdeviceptr* dptr, size_t bytesize) {
-  Session* s = Session::Get();
-  if (s == nullptr || dptr == nullptr || bytesize == 0) return real(dptr, bytesize);
-  uint64_t addr = 0;
-  const CUresult e = Allocate(s, bytesize, rt::kSyncStream, false, &addr, CUDA_ERROR_OUT_OF_MEMORY, [&] {
-    const CUresult r = real(dptr, bytesize);
-    if (r == CUDA_SUCCESS) addr = *dptr;
-    return r;
-  });
-  if (e == CUDA_SUCCESS) *dptr = addr;
-  return e;
+  return Allocate(dptr, bytesize, rt::kSyncStream, CUDA_ERROR_OUT_OF_MEMORY, [&] { return real(dptr, bytesize); });
 }
 
 CUresult cuMemFree_v2(cuMemFree_v2_fn real, CUdeviceptr dptr) {
-  Session* s = Session::Get();
-  if (s == nullptr || dptr == 0) return real(dptr);
-  return Free(s, dptr, rt::kSyncStream, CUDA_ERROR_INVALID_VALUE, [&] { return real(dptr); });
+  return Free(dptr, rt::kSyncStream, CUDA_ERROR_INVALID_VALUE, [&] { return real(dptr); });
 }
-
-namespace {
-
-template <typename Real>
-CUresult AllocAsync(Real real, CUdeviceptr* dptr, size_t bytesize, CUstream hStream, StreamKey key) {
-  Session* s = Session::Get();
-  if (s == nullptr || dptr == nullptr || bytesize == 0) return real(dptr, bytesize, hStream);
-  uint64_t addr = 0;
-  const CUresult e = Allocate(s, bytesize, key, false, &addr, CUDA_ERROR_OUT_OF_MEMORY, [&] {
-    const CUresult r = real(dptr, bytesize, hStream);
-    if (r == CUDA_SUCCESS) addr = *dptr;
-    return r;
-  });
-  if (e == CUDA_SUCCESS) *dptr = addr;
-  return e;
-}
-
-template <typename Real>
-CUresult FreeAsync(Real real, CUdeviceptr dptr, CUstream hStream, StreamKey key) {
-  Session* s = Session::Get();
-  if (s == nullptr || dptr == 0) return real(dptr, hStream);
-  return Free(s, dptr, key, CUDA_ERROR_INVALID_VALUE, [&] { return real(dptr, hStream); });
-}
-
-}  // namespace
 
 CUresult cuMemAllocAsync(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  return AllocAsync(real, dptr, bytesize, hStream, rt::KeyOf(hStream));
+  return Allocate(dptr, bytesize, rt::KeyOf(hStream), CUDA_ERROR_OUT_OF_MEMORY,
+                  [&] { return real(dptr, bytesize, hStream); });
 }
 
 CUresult cuMemAllocAsync_ptsz(cuMemAllocAsync_ptsz_fn real, CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  return AllocAsync(real, dptr, bytesize, hStream, PerThreadKey(hStream));
+  return Allocate(dptr, bytesize, rt::PerThreadKeyOf(hStream), CUDA_ERROR_OUT_OF_MEMORY,
+                  [&] { return real(dptr, bytesize, hStream); });
 }
 
 CUresult cuMemFreeAsync(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream hStream) {
-  return FreeAsync(real, dptr, hStream, rt::KeyOf(hStream));
+  return Free(dptr, rt::KeyOf(hStream), CUDA_ERROR_INVALID_VALUE, [&] { return real(dptr, hStream); });
 }
 
 CUresult cuMemFreeAsync_ptsz(cuMemFreeAsync_ptsz_fn real, CUdeviceptr dptr, CUstream hStream) {
-  return FreeAsync(real, dptr, hStream, PerThreadKey(hStream));
+  return Free(dptr, rt::PerThreadKeyOf(hStream), CUDA_ERROR_INVALID_VALUE, [&] { return real(dptr, hStream); });
 }
 
 CUresult cuMemAllocManaged(cuMemAllocManaged_fn real, CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  const CUresult e = real(dptr, bytesize, flags);
-  Session* s = Session::Get();
-  if (s != nullptr && e == CUDA_SUCCESS && dptr != nullptr && bytesize != 0) {
-    s->NoteAllocation(*dptr, bytesize, Origin::kAppManaged);
-  }
-  return e;
+  return Register<CUdeviceptr, CUresult>(dptr, bytesize, Origin::kAppManaged,
+                                         [&] { return real(dptr, bytesize, flags); });
 }
 
 CUresult cuMemGetInfo_v2(cuMemGetInfo_v2_fn real, size_t* free, size_t* total) {
-  const CUresult e = real(free, total);
-  Session* s = Session::Get();
-  if (s != nullptr && e == CUDA_SUCCESS) s->AdjustMemInfo(free, total);
-  return e;
+  return MemInfo<CUresult>(free, total, [&] { return real(free, total); });
 }
 
 }  // namespace karma::hook

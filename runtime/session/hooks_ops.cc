@@ -1,27 +1,16 @@
 // Hook handlers for kernel launches, copies, memsets, synchronization, streams, events, graph capture and NVTX
 // ranges: each op is shown to the session before its real call and closed after it.
 #include "interpose/hooks.h"
-#include "runtime/session/session.h"
+#include "runtime/session/hook_util.h"
 
 namespace karma::hook {
 namespace {
 
 using rt::Access;
+using rt::AddressOf;
 using rt::OpDesc;
 using rt::Session;
 using rt::StreamKey;
-
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
-StreamKey PerThreadKey(CUstream s) { return s == nullptr ? 0x2 : rt::KeyOf(s); }
-
-// Runs `real` bracketed by the session's view of the op.
-template <typename Err, typename RealCall>
-Err Observed(Session* s, const OpDesc& d, RealCall real) {
-  rt::OpScope op = s->BeginOp(d);
-  const Err e = real();
-  op.End(e == Err{});
-  return e;
-}
 
 OpDesc Kernel(const void* func, bool driver, const uint32_t grid[3], const uint32_t block[3], void** args,
               void** extra, StreamKey stream) {
@@ -54,7 +43,7 @@ OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, boo
   d.kind = trace::OpKind::kCopy;
   d.name = CopyName(kind, two_d);
   d.stream = stream;
-  d.operands = {{U(src), Access::kRead, false}, {U(dst), Access::kWrite, false}};
+  d.operands = {{AddressOf(src), Access::kRead, false}, {AddressOf(dst), Access::kWrite, false}};
   d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
   d.bytes = 2 * bytes;
   return d;
@@ -65,7 +54,7 @@ OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
   d.stream = stream;
-  d.operands = {{U(dst), Access::kWrite, false}};
+  d.operands = {{AddressOf(dst), Access::kWrite, false}};
   d.shape = bytes;
   d.bytes = bytes;
   return d;
@@ -80,7 +69,7 @@ cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gr
   Session* s = Session::Get();
   if (s == nullptr) return real(func, gridDim, blockDim, args, sharedMem, stream);
   const uint32_t g[3] = {gridDim.x, gridDim.y, gridDim.z}, b[3] = {blockDim.x, blockDim.y, blockDim.z};
-  return Observed<cudaError_t>(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)),
+  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)), cudaSuccess,
                                [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
@@ -90,7 +79,7 @@ cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchCon
   if (s == nullptr || config == nullptr) return real(config, func, args);
   const uint32_t g[3] = {config->gridDim.x, config->gridDim.y, config->gridDim.z};
   const uint32_t b[3] = {config->blockDim.x, config->blockDim.y, config->blockDim.z};
-  return Observed<cudaError_t>(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(config->stream)),
+  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(config->stream)), cudaSuccess,
                                [&] { return real(config, func, args); });
 }
 
@@ -103,7 +92,7 @@ CUresult LaunchDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy,
   Session* s = Session::Get();
   if (s == nullptr) return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
   const uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
-  return Observed<CUresult>(s, Kernel(f, true, g, b, params, extra, key),
+  return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
                             [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
 }
 
@@ -114,8 +103,8 @@ CUresult LaunchDriverEx(Real real, const CUlaunchConfig* config, CUfunction f, v
   if (s == nullptr || config == nullptr) return real(config, f, params, extra);
   const uint32_t g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
   const uint32_t b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-  const StreamKey key = per_thread ? PerThreadKey(config->hStream) : rt::KeyOf(config->hStream);
-  return Observed<CUresult>(s, Kernel(f, true, g, b, params, extra, key),
+  const StreamKey key = per_thread ? rt::PerThreadKeyOf(config->hStream) : rt::KeyOf(config->hStream);
+  return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
                             [&] { return real(config, f, params, extra); });
 }
 
@@ -133,7 +122,7 @@ CUresult cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn real, CUfunction f, unsigned
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void** kernelParams, void** extra) {
   return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                      kernelParams, extra, PerThreadKey(hStream));
+                      kernelParams, extra, rt::PerThreadKeyOf(hStream));
 }
 
 CUresult cuLaunchKernelEx(cuLaunchKernelEx_fn real, const CUlaunchConfig* config, CUfunction f, void** kernelParams,
@@ -151,14 +140,14 @@ CUresult cuLaunchKernelEx_ptsz(cuLaunchKernelEx_ptsz_fn real, const CUlaunchConf
 cudaError_t cudaMemcpy(cudaMemcpy_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   Session* s = Session::Get();
   if (s == nullptr) return real(dst, src, count, kind);
-  return Observed<cudaError_t>(s, Copy(dst, src, count, kind, false, 0), [&] { return real(dst, src, count, kind); });
+  return rt::Observed(s, Copy(dst, src, count, kind, false, 0), cudaSuccess, [&] { return real(dst, src, count, kind); });
 }
 
 cudaError_t cudaMemcpyAsync(cudaMemcpyAsync_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   Session* s = Session::Get();
   if (s == nullptr) return real(dst, src, count, kind, stream);
-  return Observed<cudaError_t>(s, Copy(dst, src, count, kind, false, rt::KeyOf(stream)),
+  return rt::Observed(s, Copy(dst, src, count, kind, false, rt::KeyOf(stream)), cudaSuccess,
                                [&] { return real(dst, src, count, kind, stream); });
 }
 
@@ -166,7 +155,7 @@ cudaError_t cudaMemcpy2D(cudaMemcpy2D_fn real, void* dst, size_t dpitch, const v
                          size_t height, cudaMemcpyKind kind) {
   Session* s = Session::Get();
   if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind);
-  return Observed<cudaError_t>(s, Copy(dst, src, uint64_t{width} * height, kind, true, 0),
+  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, 0), cudaSuccess,
                                [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
 }
 
@@ -174,27 +163,27 @@ cudaError_t cudaMemcpy2DAsync(cudaMemcpy2DAsync_fn real, void* dst, size_t dpitc
                               size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
   Session* s = Session::Get();
   if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind, stream);
-  return Observed<cudaError_t>(s, Copy(dst, src, uint64_t{width} * height, kind, true, rt::KeyOf(stream)),
+  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, rt::KeyOf(stream)), cudaSuccess,
                                [&] { return real(dst, dpitch, src, spitch, width, height, kind, stream); });
 }
 
 cudaError_t cudaMemset(cudaMemset_fn real, void* devPtr, int value, size_t count) {
   Session* s = Session::Get();
   if (s == nullptr) return real(devPtr, value, count);
-  return Observed<cudaError_t>(s, Memset(devPtr, count, false, 0), [&] { return real(devPtr, value, count); });
+  return rt::Observed(s, Memset(devPtr, count, false, 0), cudaSuccess, [&] { return real(devPtr, value, count); });
 }
 
 cudaError_t cudaMemsetAsync(cudaMemsetAsync_fn real, void* devPtr, int value, size_t count, cudaStream_t stream) {
   Session* s = Session::Get();
   if (s == nullptr) return real(devPtr, value, count, stream);
-  return Observed<cudaError_t>(s, Memset(devPtr, count, false, rt::KeyOf(stream)),
+  return rt::Observed(s, Memset(devPtr, count, false, rt::KeyOf(stream)), cudaSuccess,
                                [&] { return real(devPtr, value, count, stream); });
 }
 
 cudaError_t cudaMemset2D(cudaMemset2D_fn real, void* devPtr, size_t pitch, int value, size_t width, size_t height) {
   Session* s = Session::Get();
   if (s == nullptr) return real(devPtr, pitch, value, width, height);
-  return Observed<cudaError_t>(s, Memset(devPtr, uint64_t{width} * height, true, 0),
+  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, 0), cudaSuccess,
                                [&] { return real(devPtr, pitch, value, width, height); });
 }
 
@@ -202,7 +191,7 @@ cudaError_t cudaMemset2DAsync(cudaMemset2DAsync_fn real, void* devPtr, size_t pi
                               size_t height, cudaStream_t stream) {
   Session* s = Session::Get();
   if (s == nullptr) return real(devPtr, pitch, value, width, height, stream);
-  return Observed<cudaError_t>(s, Memset(devPtr, uint64_t{width} * height, true, rt::KeyOf(stream)),
+  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, rt::KeyOf(stream)), cudaSuccess,
                                [&] { return real(devPtr, pitch, value, width, height, stream); });
 }
 

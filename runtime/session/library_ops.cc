@@ -6,7 +6,7 @@
 namespace karma::rt {
 namespace {
 
-uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
 
 bool AllZero(const void* p, int bytes) {
   if (p == nullptr || bytes <= 0) return false;
@@ -74,12 +74,12 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
   d.name = name;
   d.stream = c.stream;
   const bool beta_zero = !c.scalars_on_device && AllZero(beta, c.scale_bytes);
-  d.operands.push_back({U(A), Access::kRead, false});
-  d.operands.push_back({U(B), Access::kRead, false});
-  d.operands.push_back({U(C), beta_zero ? Access::kWrite : Access::kReadWrite, false});
+  d.operands.push_back({AddressOf(A), Access::kRead, false});
+  d.operands.push_back({AddressOf(B), Access::kRead, false});
+  d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false});
   if (c.scalars_on_device) {
-    d.operands.push_back({U(alpha), Access::kRead, false});
-    d.operands.push_back({U(beta), Access::kRead, false});
+    d.operands.push_back({AddressOf(alpha), Access::kRead, false});
+    d.operands.push_back({AddressOf(beta), Access::kRead, false});
   }
   const auto m = static_cast<uint64_t>(g.m > 0 ? g.m : 0), n = static_cast<uint64_t>(g.n > 0 ? g.n : 0),
              k = static_cast<uint64_t>(g.k > 0 ? g.k : 0), batch = static_cast<uint64_t>(g.batch > 0 ? g.batch : 0);
@@ -126,9 +126,9 @@ OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const vo
   d.kind = trace::OpKind::kLibrary;
   d.name = name;
   d.stream = stream;
-  for (const void* in : inputs) d.operands.push_back({U(in), Access::kRead, false});
-  d.operands.push_back({U(output), accumulate ? Access::kReadWrite : Access::kWrite, false});
-  if (workspace != nullptr && workspace_bytes != 0) d.operands.push_back({U(workspace), Access::kReadWrite, true});
+  for (const void* in : inputs) d.operands.push_back({AddressOf(in), Access::kRead, false});
+  d.operands.push_back({AddressOf(output), accumulate ? Access::kReadWrite : Access::kWrite, false});
+  if (workspace != nullptr && workspace_bytes != 0) d.operands.push_back({AddressOf(workspace), Access::kReadWrite, true});
   d.shape = shape;
   return d;
 }
@@ -143,7 +143,7 @@ OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t variant_pack) {
   int64_t count = 0;
   if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
                                    kMaxPointers, &count, pointers) == CUDNN_STATUS_SUCCESS) {
-    for (int64_t i = 0; i < count && i < kMaxPointers; ++i) d.operands.push_back({U(pointers[i]), Access::kTouch, false});
+    for (int64_t i = 0; i < count && i < kMaxPointers; ++i) d.operands.push_back({AddressOf(pointers[i]), Access::kTouch, false});
   }
   int64_t ids[kMaxPointers] = {};
   int64_t n_ids = 0;
@@ -158,7 +158,7 @@ OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t variant_pack) {
   if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &n_ws,
                                    &workspace) == CUDNN_STATUS_SUCCESS &&
       n_ws == 1 && workspace != nullptr) {
-    d.operands.push_back({U(workspace), Access::kReadWrite, true});
+    d.operands.push_back({AddressOf(workspace), Access::kReadWrite, true});
   }
   return d;
 }

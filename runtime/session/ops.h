@@ -38,6 +38,9 @@ struct OpDesc {
   const char* dtype = nullptr;
 };
 
+inline uint64_t AddressOf(const void* p) { return reinterpret_cast<uint64_t>(p); }
+inline uint64_t AddressOf(CUdeviceptr p) { return p; }
+
 // FNV-1a steps for signatures.
 inline uint64_t HashMix(uint64_t h, uint64_t v) {
   for (int i = 0; i < 8; ++i) {

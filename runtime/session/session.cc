@@ -17,6 +17,9 @@ namespace karma::rt {
 namespace {
 
 std::atomic<Session*> g_test_session{nullptr};
+// Ops observed without finding an iteration before detection gives up (its cost is per op).
+constexpr uint64_t kGiveUpOps = 2'000'000;
+constexpr uint64_t kGiveUpDivergences = 100;
 Session* g_process_session = nullptr;
 
 const char* PartName(Part p) {
@@ -285,9 +288,10 @@ bool Session::WantRecording() const {
 }
 
 void Session::CountOp() {
-  const uint64_t n = op_counter_.fetch_add(1, std::memory_order_relaxed);
+  // Only once a period is known: without one there is nothing to count against (and no atomic to pay for).
   const uint64_t p = counted_period_.load(std::memory_order_relaxed);
   if (p == 0) return;
+  const uint64_t n = op_counter_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t b = counted_boundary_.load(std::memory_order_relaxed);
   if (n >= b && (n - b) % p == 0) {
     arena_.BeginIteration();
@@ -402,6 +406,12 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     if (!marker_mode_) {
       const uint64_t live = arena_.usage().live_bytes + registry_.bytes(Origin::kDevice);
       const auto step = detector_.Observe(Signature(d, touches), live, sync_since_op_.exchange(false));
+      if ((!detector_.locked() && detector_.ops() > kGiveUpOps) || detector_.divergences() > kGiveUpDivergences) {
+        Degrade(Part::kRecording, fmt::format("no stable iteration after {} operations; mark iterations with "
+                                              "KARMA_ITERATION_MARKER or karma_iteration_begin()",
+                                              detector_.ops()));
+        return scope;
+      }
       switch (step) {
         case IterationDetector::Step::kLocked:
           stats_->period_ops.store(detector_.period(), std::memory_order_relaxed);
