@@ -23,6 +23,9 @@ struct BufferEntry {
   uint64_t serial = 0;   // unique for the life of the process: the buffer's identity in recordings
   Origin origin = Origin::kArena;
   uint32_t site = 0;     // allocation site id (0: not captured)
+  // Where in the op sequence it was allocated (see Session::RegisterBuffer): the same for the same allocation
+  // of every iteration wherever the allocator places it. 0 when not observing.
+  uint64_t birth = 0;
 };
 
 // Address intervals -> buffers. An ordered map keyed by start answers "which interval contains p" with one
@@ -33,7 +36,7 @@ class Registry {
  public:
   // Registers [start, start + size); returns the new entry's serial. A stale entry at the same start (memory
   // freed behind our back) is replaced.
-  uint64_t Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site);
+  uint64_t Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site, uint64_t birth = 0);
   // Removes the entry starting exactly at start; false when there is none.
   bool Erase(uint64_t start, BufferEntry* removed = nullptr);
   // The entry containing p, if any.

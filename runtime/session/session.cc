@@ -193,8 +193,14 @@ uint32_t Session::CaptureSite() {
 
 Session::Served Session::AllocateDevice(uint64_t size, StreamKey stream, bool runtime_api, uint64_t* addr) {
   if (degraded(Part::kArena)) return Served::kPassThrough;
-  EnsureDeviceInfo();
-  const Arena::AllocResult r = arena_.Allocate(size, stream, runtime_api);
+  Arena::AllocResult r;
+  try {
+    EnsureDeviceInfo();
+    r = arena_.Allocate(size, stream, runtime_api);
+  } catch (...) {
+    Degrade(Part::kArena, "an internal error while allocating");
+    return Served::kPassThrough;
+  }
   if (r.status == Arena::AllocStatus::kOutOfMemory) return Served::kOutOfMemory;
   if (r.status == Arena::AllocStatus::kUnavailable) {
     Degrade(Part::kArena, fmt::format("cudaMallocManaged failed with CUDA error {}", static_cast<int>(r.error)));
@@ -202,11 +208,7 @@ Session::Served Session::AllocateDevice(uint64_t size, StreamKey stream, bool ru
   }
   *addr = r.addr;
   try {
-    const uint32_t site = CaptureSite();
-    const uint64_t serial = registry_.Insert(r.addr, size, Origin::kArena, site);
-    stats_->allocations.fetch_add(1, std::memory_order_relaxed);
-    NotePendingAlloc(BufferEntry{r.addr, size, serial, Origin::kArena, site});
-    UpdateUsage();
+    RegisterBuffer(r.addr, size, Origin::kArena, stream);
   } catch (...) {
     Degrade(Part::kRecording, "out of memory while registering an allocation");
   }
@@ -215,24 +217,31 @@ Session::Served Session::AllocateDevice(uint64_t size, StreamKey stream, bool ru
 
 void Session::NoteAllocation(uint64_t addr, uint64_t size, Origin origin) {
   try {
-    const uint32_t site = origin == Origin::kHostPinned ? 0 : CaptureSite();
-    const uint64_t serial = registry_.Insert(addr, size, origin, site);
-    if (origin != Origin::kHostPinned) {
-      stats_->allocations.fetch_add(1, std::memory_order_relaxed);
-      NotePendingAlloc(BufferEntry{addr, size, serial, origin, site});
-    }
-    UpdateUsage();
+    RegisterBuffer(addr, size, origin, kSyncStream);
   } catch (...) {
     Degrade(Part::kRecording, "out of memory while registering an allocation");
   }
 }
 
-void Session::NotePendingAlloc(const BufferEntry& e) {
-  if (!observing_.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(record_mu_);
-  // Bounded: only the allocations right before the first recorded op matter.
-  if (pending_allocs_.size() >= 4096) pending_allocs_.erase(pending_allocs_.begin());
-  pending_allocs_.push_back(e);
+void Session::RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, StreamKey stream) {
+  const uint32_t site = origin == Origin::kHostPinned ? 0 : CaptureSite();
+  if (origin != Origin::kHostPinned) stats_->allocations.fetch_add(1, std::memory_order_relaxed);
+  if (!observing_.load(std::memory_order_relaxed)) {
+    registry_.Insert(addr, size, origin, site);
+  } else {
+    std::lock_guard<std::mutex> lock(record_mu_);
+    // The same allocation of every iteration follows the same op, after as many others, with the same size:
+    // an identity for signatures that does not depend on where the allocator put the buffer.
+    uint64_t birth = HashMix(HashMix(HashMix(last_op_signature_, allocs_since_op_++), size), stream);
+    birth |= 1;  // never 0 ("not observing")
+    const uint64_t serial = registry_.Insert(addr, size, origin, site, birth);
+    if (origin != Origin::kHostPinned) {
+      // Bounded: only the allocations right before the first recorded op matter.
+      if (pending_allocs_.size() >= 4096) pending_allocs_.erase(pending_allocs_.begin());
+      pending_allocs_.push_back(BufferEntry{addr, size, serial, origin, site, birth});
+    }
+  }
+  UpdateUsage();
 }
 
 void Session::FlushPendingAllocsLocked() {
@@ -262,7 +271,14 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
   } catch (...) {
     Degrade(Part::kRecording, "out of memory while recording a free");
   }
-  const Arena::FreeStatus st = arena_.Free(addr, stream);
+  Arena::FreeStatus st = Arena::FreeStatus::kNotArena;
+  try {
+    st = arena_.Free(addr, stream);
+  } catch (...) {
+    // The block is lost to reuse, but it was the arena's: the real free must not see it.
+    Degrade(Part::kArena, "an internal error while freeing");
+    st = arena_.Contains(addr) ? Arena::FreeStatus::kFreed : Arena::FreeStatus::kNotArena;
+  }
   UpdateUsage();
   if (st == Arena::FreeStatus::kFreed) return Freed::kArena;
   if (st == Arena::FreeStatus::kInvalid) return Freed::kInvalid;
@@ -299,15 +315,25 @@ void Session::CountOp() {
   }
 }
 
-uint64_t Session::Signature(const OpDesc& d, const std::vector<Touch>& touches) const {
+uint64_t Session::ShapeSignature(const OpDesc& d) {
   uint64_t h = HashMix(kHashSeed, static_cast<uint64_t>(d.kind));
   h = HashMix(h, reinterpret_cast<uint64_t>(d.func != nullptr ? d.func : static_cast<const void*>(d.name)));
   for (uint32_t v : d.grid) h = HashMix(h, v);
   for (uint32_t v : d.block) h = HashMix(h, v);
-  h = HashMix(h, d.shape);
-  // Pointer values, not just buffers: two identical layers differ in the weights they read, and a caching
-  // allocator's sub-allocations are told apart by their offsets.
-  for (const Touch& t : touches) h = HashMix(h, t.hit.value);
+  return HashMix(h, d.shape);
+}
+
+uint64_t Session::Signature(uint64_t shape, const std::vector<Touch>& touches) {
+  uint64_t h = shape;
+  // Which buffers, and where in them: two identical layers differ in the weights they read, and a caching
+  // allocator's sub-allocations differ in offset. A buffer is named by its birth (where in the op sequence it
+  // was allocated), not its address, so that an allocator placing an iteration's buffers differently every
+  // time does not hide the period; buffers allocated before observation began are named by their address.
+  for (const Touch& t : touches) {
+    const BufferEntry& b = t.hit.buffer;
+    h = HashMix(h, b.birth != 0 ? b.birth : b.start);
+    h = HashMix(h, t.hit.value - b.start);
+  }
   return h;
 }
 
@@ -405,7 +431,12 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     }
     if (!marker_mode_) {
       const uint64_t live = arena_.usage().live_bytes + registry_.bytes(Origin::kDevice);
-      const auto step = detector_.Observe(Signature(d, touches), live, sync_since_op_.exchange(false));
+      const uint64_t shape = ShapeSignature(d);
+      // Births name buffers by the shape of the op they follow, not its full signature: that one names
+      // buffers by their births, and the chain would never repeat.
+      last_op_signature_ = shape;
+      allocs_since_op_ = 0;
+      const auto step = detector_.Observe(Signature(shape, touches), live, sync_since_op_.exchange(false));
       if ((!detector_.locked() && detector_.ops() > kGiveUpOps) || detector_.divergences() > kGiveUpDivergences) {
         Degrade(Part::kRecording, fmt::format("no stable iteration after {} operations; mark iterations with "
                                               "KARMA_ITERATION_MARKER or karma_iteration_begin()",

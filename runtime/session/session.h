@@ -126,14 +126,17 @@ class Session {
     Access access = Access::kTouch;
     bool workspace = false;
   };
-  uint64_t Signature(const OpDesc& d, const std::vector<Touch>& touches) const;
+  // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
+  static uint64_t ShapeSignature(const OpDesc& d);
+  static uint64_t Signature(uint64_t shape, const std::vector<Touch>& touches);
   const std::string& KernelName(const OpDesc& d);
   void CountOp();
   void OnBoundaryLocked();
   void StartRecordingLocked(bool by_marker);
   void FinishRecordingLocked();
   void AbortRecordingLocked(const char* why);
-  void NotePendingAlloc(const BufferEntry& e);
+  // Registers a buffer: site, identity, and (while observing) its place in the op sequence.
+  void RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, StreamKey stream);
   void FlushPendingAllocsLocked();
   RecordedOp* AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches);
   void WriteTrace(const std::shared_ptr<Recording>& rec);
@@ -165,6 +168,8 @@ class Session {
   // Allocations since the last op: they belong to the iteration of the next op, which may be the first of a
   // recording (a buffer is allocated just before the first kernel that writes it).
   std::vector<BufferEntry> pending_allocs_;
+  uint64_t last_op_signature_ = 0;  // ShapeSignature of the last op
+  uint64_t allocs_since_op_ = 0;
   bool marker_mode_ = false;
   uint64_t markers_ = 0;
   std::atomic<bool> observing_{false};   // ops go through detection/recording

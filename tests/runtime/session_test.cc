@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "interpose/hooks.h"
@@ -274,6 +275,36 @@ TEST_F(SessionTest, TheRecordedIterationKeepsCountingAndPlacementStaysStable) {
   for (int i = 0; i < 5; ++i) m.Step();
   EXPECT_EQ(s.stats().iteration.load(), iterations + 5);
   EXPECT_GT(s.arena().usage().placement_hits, 0u);
+}
+
+TEST_F(SessionTest, DetectionDoesNotDependOnWhereTheAllocatorPutsBuffers) {
+  // Frees stay pending (no synchronization) and same-stream reuse takes the oldest pending block, so A and B
+  // swap places every iteration; the period is still one iteration.
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  std::set<uint64_t> a_places;
+  for (int i = 0; i < 12; ++i) {
+    void* a = m.Alloc(4 << 20);
+    void* b = m.Alloc(4 << 20);
+    a_places.insert(U(a));
+    int n = 1;
+    void* args1[] = {&a, &b, &b, &n};
+    m.Launch(&kFwd, args1);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, a, m.stream);
+    void* c = m.Alloc(4 << 20);
+    hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, c, 0, 4 << 20, m.stream);
+    void* args2[] = {&b, &c, &c, &n};
+    m.Launch(&kBwd, args2);
+    hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, m.host, c, 16, cudaMemcpyDeviceToHost, m.stream);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, b, m.stream);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, c, m.stream);
+  }
+  s.WaitForWorker();
+  EXPECT_GE(a_places.size(), 2u);  // the premise: placement moves
+  EXPECT_EQ(s.detector().period(), 4u);
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  EXPECT_EQ(it->ops.size(), 4u);
 }
 
 TEST_F(SessionTest, UmModeNeitherDetectsNorRecords) {
