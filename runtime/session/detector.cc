@@ -10,9 +10,7 @@ namespace {
 
 // Earlier occurrences of a signature that propose candidate periods. One is not enough: when every op of an
 // iteration occurs more than once in it, only a distance to an older occurrence equals the period.
-constexpr uint8_t kOccurrences = 4;
-// Distinct signatures remembered; past this (addresses that never repeat) the memory starts over.
-constexpr size_t kMaxSignatures = 1u << 18;
+constexpr uint32_t kOccurrences = 4;
 
 }  // namespace
 
@@ -23,28 +21,30 @@ uint64_t IterationDetector::Allowed(uint64_t p) const {
   return static_cast<uint64_t>(std::floor(options_.tolerance * static_cast<double>(p)));
 }
 
-void IterationDetector::AddCandidate(uint64_t p, uint64_t i) {
-  Candidate c;
-  // The window (i - p, i]; i >= p because the distance came from an earlier index.
-  for (uint64_t j = i - p + 1; j <= i; ++j) c.mismatches += Mismatch(j, p) ? 1 : 0;
-  candidates_.emplace(p, c);
+IterationDetector::Candidate* IterationDetector::FindCandidate(uint64_t p) {
+  for (Candidate& c : candidates_) {
+    if (c.period == p) return &c;
+  }
+  return nullptr;
 }
 
 void IterationDetector::EvictOne() {
-  auto worst = candidates_.end();
+  size_t worst = candidates_.size();
   double worst_ratio = -1;
-  for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
-    if (locked_ && it->first == period_) continue;
-    const double ratio = static_cast<double>(it->second.mismatches) / static_cast<double>(it->first);
+  for (size_t k = 0; k < candidates_.size(); ++k) {
+    const Candidate& c = candidates_[k];
+    if (locked_ && c.period == period_) continue;
+    const double ratio = static_cast<double>(c.mismatches) / static_cast<double>(c.period);
     if (ratio >= worst_ratio) {
       worst_ratio = ratio;
-      worst = it;
+      worst = k;
     }
   }
-  if (worst == candidates_.end()) return;
+  if (worst == candidates_.size()) return;
   if (evicted_at_.size() > 4096) evicted_at_.clear();
-  evicted_at_[worst->first] = n_;
-  candidates_.erase(worst);
+  evicted_at_[candidates_[worst].period] = n_;
+  candidates_[worst] = candidates_.back();
+  candidates_.pop_back();
 }
 
 bool IterationDetector::Degenerate(uint64_t p, uint64_t i) const {
@@ -89,30 +89,38 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
     sync_[i % capacity_] = after_sync ? 1 : 0;
   }
 
-  // Slide every candidate's window by one op.
-  for (auto& [p, c] : candidates_) {
+  // Slide every candidate's window by one op. A candidate is proposed at an index >= its period, so every op it
+  // counts has an op one period earlier.
+  for (Candidate& c : candidates_) {
+    const uint64_t p = c.period;
     c.mismatches += Mismatch(i, p) ? 1 : 0;
-    if (i >= p) c.mismatches -= Mismatch(i - p, p) ? 1 : 0;
-    const bool valid = i + 1 >= 2 * p && c.mismatches <= Allowed(p);
+    if (i >= c.since + p) c.mismatches -= Mismatch(i - p, p) ? 1 : 0;
+    const bool valid = i + 1 >= c.since + p && c.mismatches <= Allowed(p);
     c.valid_run = valid ? c.valid_run + 1 : 0;
     if (c.banned && c.valid_run > 2 * p) c.banned = false;
   }
 
   // New candidates: distances to the latest earlier occurrences of this signature.
-  if (last_seen_.size() >= kMaxSignatures) last_seen_.clear();
-  Seen& seen = last_seen_[signature];
-  for (uint8_t k = 0; k < seen.count; ++k) {
+  if (last_seen_.empty()) last_seen_.resize(kSeenSlots);
+  Seen& seen = last_seen_[(signature ^ (signature >> 29)) & (kSeenSlots - 1)];
+  if (seen.signature != signature || seen.count == 0) {
+    seen.signature = signature;
+    seen.count = 0;
+  }
+  for (uint32_t k = 0; k < seen.count; ++k) {
     const uint64_t p = i - seen.index[k];
-    if (p < options_.min_period || p > options_.max_period || candidates_.count(p) != 0) continue;
+    if (p < options_.min_period || p > options_.max_period || FindCandidate(p) != nullptr) continue;
     auto ev = evicted_at_.find(p);
     if (ev != evicted_at_.end() && i < ev->second + p) continue;
-    AddCandidate(p, i);
-    auto& c = candidates_[p];
-    c.valid_run = (i + 1 >= 2 * p && c.mismatches <= Allowed(p)) ? 1 : 0;
+    // This op repeats the one p earlier by construction: counted, and no mismatch.
+    Candidate c;
+    c.period = p;
+    c.since = i;
+    candidates_.push_back(c);
   }
   static_assert(sizeof(Seen::index) / sizeof(uint64_t) == kOccurrences);
   if (seen.count == kOccurrences) {
-    for (uint8_t k = 1; k < kOccurrences; ++k) seen.index[k - 1] = seen.index[k];
+    for (uint32_t k = 1; k < kOccurrences; ++k) seen.index[k - 1] = seen.index[k];
     seen.count--;
   }
   seen.index[seen.count++] = i;
@@ -123,10 +131,10 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
     if (iteration_mismatches_ > Allowed(period_)) {
       locked_ = false;
       divergences_++;
-      auto it = candidates_.find(period_);
-      if (it != candidates_.end() && boundaries_ <= options_.confirm_periods) {
-        it->second.banned = true;
-        it->second.valid_run = 0;
+      Candidate* c = FindCandidate(period_);
+      if (c != nullptr && boundaries_ <= options_.confirm_periods) {
+        c->banned = true;
+        c->valid_run = 0;
       }
       return Step::kDiverged;
     }
@@ -139,10 +147,12 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
     return Step::kInside;
   }
 
-  for (const auto& [p, c] : candidates_) {
-    if (!c.banned && c.valid_run > 0 && !Degenerate(p, i)) return Lock(p, i);
+  const Candidate* best = nullptr;
+  for (const Candidate& c : candidates_) {
+    if (c.banned || c.valid_run == 0 || (best != nullptr && c.period >= best->period)) continue;
+    if (!Degenerate(c.period, i)) best = &c;
   }
-  return Step::kSearching;
+  return best != nullptr ? Lock(best->period, i) : Step::kSearching;
 }
 
 }  // namespace karma::rt

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -13,8 +12,10 @@ namespace karma::rt {
 // Each op is reduced to a signature (function, grid, block, and the registry buffers its pointers hit).
 //
 // Search: candidate periods are distances between an op and the last few earlier ops with the same signature.
-// For each candidate p the detector keeps how many of the last p ops differ from the op p earlier; p is valid
-// when (nearly) none do, i.e. the last two p-long stretches are the same. The smallest valid candidate wins.
+// For each candidate p the detector counts, from the op that proposed it on, how many of the last p ops differ
+// from the op p earlier; p is valid once it has seen p ops and (nearly) none differ, i.e. the last two p-long
+// stretches are the same. A true period is proposed by the first op of the second iteration, so counting from
+// there costs no time, and each op costs O(candidates), never a scan. The smallest valid candidate wins.
 // Where an iteration starts within the period: at the op before which the fewest bytes are live (training
 // frees its activations between iterations), preferring an op that follows a host synchronization.
 //
@@ -30,7 +31,7 @@ class IterationDetector {
     uint32_t max_period = 200000;
     double tolerance = 0.01;        // share of a period's ops that may differ from the previous iteration
     uint32_t confirm_periods = 2;   // iterations a lock must survive before stable()
-    uint32_t max_candidates = 32;
+    uint32_t max_candidates = 16;
   };
   enum class Step {
     kSearching,  // no period yet
@@ -58,14 +59,15 @@ class IterationDetector {
 
  private:
   struct Candidate {
-    uint64_t mismatches = 0;  // among the ops of the window (n - p, n]
+    uint64_t period = 0;
+    uint64_t since = 0;       // the op that proposed it: ops before are not counted
+    uint64_t mismatches = 0;  // among the counted ops of the window (n - p, n]
     uint64_t valid_run = 0;   // consecutive ops at which the window was valid
     bool banned = false;
   };
   uint64_t Sig(uint64_t i) const { return sig_[i % capacity_]; }
   bool Mismatch(uint64_t i, uint64_t p) const { return i < p || Sig(i) != Sig(i - p); }
   uint64_t Allowed(uint64_t p) const;
-  void AddCandidate(uint64_t p, uint64_t i);
   void EvictOne();
   Step Lock(uint64_t p, uint64_t i);
   // True when the last p ops repeat with a period shorter than the minimum (one op over and over): such a
@@ -78,12 +80,17 @@ class IterationDetector {
   std::vector<uint64_t> live_;
   std::vector<uint8_t> sync_;
   uint64_t n_ = 0;
+  // The latest occurrences of signatures, in a direct-mapped table: no allocation per op, and a signature whose
+  // slot another one took only loses its proposals until it occurs again.
   struct Seen {
-    uint64_t index[4];  // the latest occurrences, oldest first
-    uint8_t count = 0;
+    uint64_t signature = 0;
+    uint64_t index[4] = {};  // the latest occurrences, oldest first
+    uint32_t count = 0;
   };
-  std::unordered_map<uint64_t, Seen> last_seen_;  // signature -> its latest occurrences
-  std::map<uint64_t, Candidate> candidates_;                       // by period, ascending
+  static constexpr size_t kSeenSlots = 1u << 17;
+  std::vector<Seen> last_seen_;
+  std::vector<Candidate> candidates_;  // a few dozen at most: a flat scan beats a tree
+  Candidate* FindCandidate(uint64_t p);
   std::unordered_map<uint64_t, uint64_t> evicted_at_;              // period -> index when evicted
 
   bool locked_ = false;

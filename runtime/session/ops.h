@@ -41,13 +41,12 @@ struct OpDesc {
 inline uint64_t AddressOf(const void* p) { return reinterpret_cast<uint64_t>(p); }
 inline uint64_t AddressOf(CUdeviceptr p) { return p; }
 
-// FNV-1a steps for signatures.
+// Combines a value into a signature hash: one multiply-xorshift round per word (signatures are computed for every
+// op while detecting, so this is on the hot path; collisions only cost detection a little discrimination).
 inline uint64_t HashMix(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= (v >> (8 * i)) & 0xff;
-    h *= 1099511628211ull;
-  }
-  return h;
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 31);
 }
 inline constexpr uint64_t kHashSeed = 1469598103934665603ull;
 

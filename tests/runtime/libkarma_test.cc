@@ -3,6 +3,7 @@
 // and the wrappers call the functions the lookups returned.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -175,6 +176,37 @@ TEST_F(Loaded, DeviceAllocationsAreServedFromManagedMemory) {
   ASSERT_EQ(Sym<cudaError_t (*)(size_t*, size_t*)>(karma_, "cudaMemGetInfo")(&free, &total), cudaSuccess);
   EXPECT_EQ(total, 2ull << 30);
   EXPECT_EQ(free, 1ull << 30);
+}
+
+// NVTX's side of the injection interface: one core function table whose slots the tool fills.
+NvtxFunctionPointer g_slots[NVTX_CBID_CORE_SIZE] = {};
+NvtxFunctionPointer* g_table[NVTX_CBID_CORE_SIZE];
+int GetModuleFunctionTable(NvtxCallbackModule module, NvtxFunctionTable* out, unsigned int* size) {
+  if (module != NVTX_CB_MODULE_CORE) return 0;
+  for (int i = 0; i < NVTX_CBID_CORE_SIZE; ++i) g_table[i] = &g_slots[i];
+  *out = g_table;
+  *size = NVTX_CBID_CORE_SIZE;
+  return 1;
+}
+const NvtxExportTableCallbacks g_callbacks{sizeof(NvtxExportTableCallbacks), &GetModuleFunctionTable};
+const void* GetExportTable(uint32_t id) { return id == NVTX_ETID_CALLBACKS ? &g_callbacks : nullptr; }
+
+TEST_F(Loaded, NvtxInjectionInstallsRangeCallbacks) {
+  ASSERT_NE(karma_, nullptr) << dlerror();
+  auto init = Sym<int (*)(NvtxGetExportTableFunc_t)>(karma_, "InitializeInjectionNvtx2");
+  EXPECT_EQ(init(nullptr), 0);
+  ASSERT_EQ(init(&GetExportTable), 1);
+  auto push = reinterpret_cast<int (*)(const char*)>(g_slots[NVTX_CBID_CORE_RangePushA]);
+  auto pop = reinterpret_cast<int (*)()>(g_slots[NVTX_CBID_CORE_RangePop]);
+  ASSERT_NE(push, nullptr);
+  ASSERT_NE(pop, nullptr);
+  ASSERT_NE(g_slots[NVTX_CBID_CORE_RangePushEx], nullptr);
+  EXPECT_EQ(g_slots[NVTX_CBID_CORE_MarkA], nullptr);  // only ranges
+  EXPECT_EQ(push("outer"), 0);
+  EXPECT_EQ(push("inner"), 1);
+  EXPECT_EQ(pop(), 1);
+  EXPECT_EQ(pop(), 0);
+  EXPECT_LT(pop(), 0);  // unbalanced
 }
 
 }  // namespace
