@@ -1,6 +1,8 @@
 // The exported symbols of libkarma.so: one wrapper per hook-table row, generated, plus the public C API.
 #include <cudaTypedefs.h>
+#include <dlfcn.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "include/karma/karma.h"
@@ -75,7 +77,15 @@ extern "C" KARMA_EXPORT void karma_iteration_begin(void) {
 extern "C" KARMA_EXPORT const char* karma_version(void) { return KARMA_VERSION_STRING; }
 
 // The session calls the real libraries through the same resolution as the hooks (installed before any hook can
-// run: a constructor only stores a pointer).
-__attribute__((constructor)) static void InstallResolver() {
+// run). And NVTX3 (header-only, as in PyTorch) delivers ranges only to an injection library it loads itself at
+// its first call: with an iteration marker requested and no other NVTX tool, that library is this one. Both
+// happen while the process is still single-threaded, before main, when preloaded.
+__attribute__((constructor)) static void AtLoad() {
   karma::rt::SetRealSymbolResolver(&karma::interpose::ResolveOrLoad);
+  const char* marker = std::getenv("KARMA_ITERATION_MARKER");
+  if (marker == nullptr || *marker == '\0' || std::getenv("NVTX_INJECTION64_PATH") != nullptr) return;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<const void*>(&AtLoad), &self) != 0 && self.dli_fname != nullptr) {
+    setenv("NVTX_INJECTION64_PATH", self.dli_fname, 0);
+  }
 }

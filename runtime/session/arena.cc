@@ -113,12 +113,6 @@ bool Arena::Contains(uint64_t addr) const {
   return ContainsLocked(addr);
 }
 
-uint64_t Arena::LiveSize(uint64_t addr) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(addr);
-  return it == live_.end() ? 0 : it->second.requested;
-}
-
 bool Arena::GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure) {
   if (api_.cudaMallocManaged == nullptr) {
     failure->status = AllocStatus::kUnavailable;

@@ -99,8 +99,6 @@ class Arena {
   void SetCapturing(bool capturing);
   // True when addr lies inside a segment.
   bool Contains(uint64_t addr) const;
-  // Requested size of the live block starting at addr (0 when none).
-  uint64_t LiveSize(uint64_t addr) const;
   // The allocation ordinals restart; this iteration's placements become the next one's hints.
   void BeginIteration();
   // Moves blocks whose stream reached their free back to the free lists.

@@ -64,8 +64,6 @@ Session* CreateProcessSession() {
   return nullptr;
 }
 
-uint64_t AddSat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
-
 }  // namespace
 
 // ---- OpScope ----
@@ -139,10 +137,7 @@ const CudaApi& Session::ApiFor(CudaLib lib) {
   return api_;
 }
 
-Session::~Session() {
-  worker_.Drain();
-  if (stats_ != &local_stats_) stats_ = &local_stats_;
-}
+Session::~Session() { worker_.Drain(); }
 
 void Session::SetState(live::State s) { stats_->state.store(static_cast<uint32_t>(s), std::memory_order_relaxed); }
 
@@ -293,7 +288,6 @@ void Session::AdjustMemInfo(size_t* free, size_t* total) {
   *free = static_cast<size_t>(std::min<uint64_t>(*free, left));
 }
 
-uint64_t Session::ArenaBlockSize(uint64_t addr) const { return arena_.LiveSize(addr); }
 bool Session::InArena(uint64_t addr) const { return arena_.Contains(addr); }
 
 // ---- ops ----
@@ -634,8 +628,9 @@ std::string Session::trace_path() const {
 std::string Session::SummaryLine() const {
   const live::Stats& s = *stats_;
   auto get = [](const live::Counter& c) { return c.load(std::memory_order_relaxed); };
-  std::string line = fmt::format("mode {}, {} iterations", config_.mode == Mode::kReplay ? "um" : ModeName(config_.mode),
-                                 get(s.iteration));
+  const uint64_t iterations = get(s.iteration);
+  std::string line = fmt::format("mode {}, {} iteration{}", config_.mode == Mode::kReplay ? "um" : ModeName(config_.mode),
+                                 iterations, iterations == 1 ? "" : "s");
   if (get(s.period_ops) != 0) line += fmt::format(" ({} ops each)", get(s.period_ops));
   line += fmt::format(", peak {} allocated vs {} budget", FormatBytes(get(s.peak_used_bytes)),
                       FormatBytes(get(s.budget_bytes)));

@@ -81,8 +81,6 @@ class Session {
   Freed FreeDevice(uint64_t addr, StreamKey stream);
   // free + used <= budget <= total, where used is what the application holds in the arena.
   void AdjustMemInfo(size_t* free, size_t* total);
-  // The requested size of the arena block starting at addr, or 0.
-  uint64_t ArenaBlockSize(uint64_t addr) const;
   bool InArena(uint64_t addr) const;
 
   // ---- ops ----

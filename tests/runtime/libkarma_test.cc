@@ -71,6 +71,8 @@ class Loaded : public ::testing::Test {
   static void SetUpTestSuite() {
     setenv("KARMA_MODE", "um", 1);
     setenv("KARMA_LIVE", "0", 1);
+    setenv("KARMA_ITERATION_MARKER", "train_step", 1);
+    unsetenv("NVTX_INJECTION64_PATH");
     // The stand-ins first, by path: libkarma.so then finds them by their sonames, as it finds the real ones.
     cuda_ = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_GLOBAL);
     cudart_ = dlopen(FAKE_CUDART_LIB, RTLD_NOW | RTLD_GLOBAL);
@@ -190,6 +192,13 @@ int GetModuleFunctionTable(NvtxCallbackModule module, NvtxFunctionTable* out, un
 }
 const NvtxExportTableCallbacks g_callbacks{sizeof(NvtxExportTableCallbacks), &GetModuleFunctionTable};
 const void* GetExportTable(uint32_t id) { return id == NVTX_ETID_CALLBACKS ? &g_callbacks : nullptr; }
+
+TEST_F(Loaded, AnIterationMarkerMakesNvtxLoadKarmaAsItsTool) {
+  ASSERT_NE(karma_, nullptr) << dlerror();
+  const char* path = getenv("NVTX_INJECTION64_PATH");
+  ASSERT_NE(path, nullptr);
+  EXPECT_STREQ(path, KARMA_LIB);
+}
 
 TEST_F(Loaded, NvtxInjectionInstallsRangeCallbacks) {
   ASSERT_NE(karma_, nullptr) << dlerror();
