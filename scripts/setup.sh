@@ -38,6 +38,6 @@ if ((${#missing_headers[@]})); then
   echo "setup: install the CUDA toolkit (a driver is not needed) or set KARMA_CUDA_ROOT" >&2
   exit 1
 fi
-if ! grep -q "define CUDART_VERSION 13" "$CUDA_ROOT/include/cuda_runtime_api.h"; then
+if ! grep -Eq "define CUDART_VERSION +13" "$CUDA_ROOT/include/cuda_runtime_api.h"; then
   echo "setup: warning: $CUDA_ROOT is not a CUDA 13 toolkit; the build targets CUDA 13" >&2
 fi

@@ -12,7 +12,19 @@
     "memory paging without a plan; off: pass everything through.")                                              \
   X(KARMA_TRACE_DIR, kPath, "karma-traces", "",                                                                 \
     "Directory where recorded iterations (.ktrace) and plans are written; created when missing.")               \
-  X(KARMA_LOG, kEnum, "warn", "error|warn|info|debug", "How much KARMA writes to stderr.")
+  X(KARMA_LOG, kEnum, "warn", "error|warn|info|debug", "How much KARMA writes to stderr.")                      \
+  X(KARMA_PLAN, kString, "", "",                                                                                \
+    "Path of the plan file KARMA_MODE=replay runs (written next to the recorded trace by KARMA_MODE=auto); "    \
+    "empty: none.")                                                                                             \
+  X(KARMA_ITERATION_MARKER, kString, "", "",                                                                    \
+    "Name of an NVTX range (nvtxRangePushA) that starts each training iteration; empty: iterations are "        \
+    "detected from the repeating launch sequence (karma_iteration_begin() also marks them).")                   \
+  X(KARMA_WARMUP_ITERATIONS, kInt, "1", "",                                                                     \
+    "With explicit iteration markers: how many marked iterations run before the one that is recorded.")         \
+  X(KARMA_ARENA_SEGMENT, kBytes, "256MiB", "",                                                                  \
+    "Size of each managed-memory segment the allocation arena reserves (larger requests get their own).")       \
+  X(KARMA_LIVE, kBool, "1", "",                                                                                 \
+    "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")
 
 namespace karma {
 

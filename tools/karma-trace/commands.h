@@ -32,5 +32,6 @@ void RegisterTables(CLI::App& app, Action* selected);   // ops, buffers
 void RegisterMemory(CLI::App& app, Action* selected);
 void RegisterConvert(CLI::App& app, Action* selected);  // import, export
 void RegisterEnv(CLI::App& app, Action* selected);
+void RegisterTop(CLI::App& app, Action* selected);
 
 }  // namespace karma::tools

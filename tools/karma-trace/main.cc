@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   RegisterMemory(app, &selected);
   RegisterConvert(app, &selected);
   RegisterEnv(app, &selected);
+  RegisterTop(app, &selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,338 @@
+// The managed-memory arena: range allocation, segment growth, stream-ordered reuse and stable placement.
+#include "runtime/session/arena.h"
+
+#include <algorithm>
+
+namespace karma::rt {
+namespace {
+
+constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
+// Placements kept per iteration; past this (no iteration boundary seen) they are not remembered.
+constexpr size_t kMaxPlacements = 1u << 20;
+// How far back the same-stream reuse looks among a stream's pending blocks.
+constexpr size_t kPendingScan = 64;
+
+// Same-stream reuse needs one stream per handle; the per-thread default stream is a different one per thread.
+bool StreamOrdered(StreamKey s) { return s != kSyncStream && s != 0x2; }
+
+cudaStream_t StreamOf(StreamKey s) {
+  return s == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(s);
+}
+
+}  // namespace
+
+// ---- RangeAllocator ----
+
+void RangeAllocator::Insert(uint64_t start, Range r) {
+  by_start_.emplace(start, r);
+  by_size_.emplace(r.size, start);
+  free_bytes_ += r.size;
+}
+
+void RangeAllocator::Erase(std::map<uint64_t, Range>::iterator it) {
+  by_size_.erase({it->second.size, it->first});
+  free_bytes_ -= it->second.size;
+  by_start_.erase(it);
+}
+
+void RangeAllocator::AddRange(uint64_t start, uint64_t size, uint32_t region) { Free(start, size, region); }
+
+uint64_t RangeAllocator::Allocate(uint64_t size) {
+  auto fit = by_size_.lower_bound({size, 0});
+  if (fit == by_size_.end()) return 0;
+  const uint64_t start = fit->second;
+  auto it = by_start_.find(start);
+  const Range r = it->second;
+  Erase(it);
+  if (r.size > size) Insert(start + size, {r.size - size, r.region});
+  return start;
+}
+
+bool RangeAllocator::AllocateAt(uint64_t start, uint64_t size) {
+  auto it = by_start_.upper_bound(start);
+  if (it == by_start_.begin()) return false;
+  --it;
+  const uint64_t rs = it->first;
+  const Range r = it->second;
+  if (start + size > rs + r.size) return false;
+  Erase(it);
+  if (start > rs) Insert(rs, {start - rs, r.region});
+  if (rs + r.size > start + size) Insert(start + size, {rs + r.size - start - size, r.region});
+  return true;
+}
+
+void RangeAllocator::Free(uint64_t start, uint64_t size, uint32_t region) {
+  auto next = by_start_.lower_bound(start);
+  if (next != by_start_.end() && next->first == start + size && next->second.region == region) {
+    size += next->second.size;
+    Erase(next);
+  }
+  auto prev = by_start_.lower_bound(start);
+  if (prev != by_start_.begin()) {
+    --prev;
+    if (prev->first + prev->second.size == start && prev->second.region == region) {
+      start = prev->first;
+      size += prev->second.size;
+      Erase(prev);
+    }
+  }
+  Insert(start, {size, region});
+}
+
+// ---- Arena ----
+
+Arena::Arena(const CudaApi& api, Options options) : api_(api), options_(options) {}
+
+Arena::~Arena() {
+  if (api_.cudaEventDestroy == nullptr) return;
+  for (cudaEvent_t e : free_events_) api_.cudaEventDestroy(e);
+  for (auto& [stream, q] : pending_) {
+    for (Pending& p : q) api_.cudaEventDestroy(p.event);
+  }
+}
+
+uint64_t Arena::SpanOf(uint64_t size) {
+  return size <= kSmallLimit ? AlignUp(std::max<uint64_t>(size, 1), kSmallAlign) : AlignUp(size, kLargePage);
+}
+
+bool Arena::ContainsLocked(uint64_t addr) const {
+  auto it = segments_.upper_bound(addr);
+  if (it == segments_.begin()) return false;
+  --it;
+  return addr < it->first + it->second.size;
+}
+
+uint32_t Arena::RegionOfLocked(uint64_t addr) const {
+  auto it = segments_.upper_bound(addr);
+  return it == segments_.begin() ? 0 : std::prev(it)->second.region;
+}
+
+bool Arena::Contains(uint64_t addr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ContainsLocked(addr);
+}
+
+bool Arena::GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure) {
+  if (api_.cudaMallocManaged == nullptr) {
+    failure->status = AllocStatus::kUnavailable;
+    failure->error = cudaErrorNotSupported;
+    return false;
+  }
+  LastErrorScope errors(api_);
+  // The slack page keeps room for `span` even when the segment does not start on a 2 MiB boundary.
+  const uint64_t exact = span + kLargePage;
+  uint64_t request = std::max(AlignUp(options_.segment_bytes, kLargePage), exact);
+  void* p = nullptr;
+  cudaError_t err = api_.cudaMallocManaged(&p, request, cudaMemAttachGlobal);
+  if (err == cudaErrorMemoryAllocation && request > exact) {
+    errors.Failed();
+    request = exact;
+    err = api_.cudaMallocManaged(&p, request, cudaMemAttachGlobal);
+  }
+  if (err != cudaSuccess || p == nullptr) {
+    errors.Failed();
+    failure->status = err == cudaErrorMemoryAllocation ? AllocStatus::kOutOfMemory : AllocStatus::kUnavailable;
+    failure->error = err == cudaSuccess ? cudaErrorUnknown : err;
+    if (failure->status == AllocStatus::kOutOfMemory && keep_oom_error) errors.Keep();
+    return false;
+  }
+  const uint64_t raw = reinterpret_cast<uint64_t>(p);
+  const uint64_t start = AlignUp(raw, kLargePage);
+  const uint64_t size = AlignDown(raw + request, kLargePage) - start;
+  const auto region = static_cast<uint32_t>(segments_.size() + 1);
+  segments_.emplace(start, Segment{size, region});
+  large_.AddRange(start, size, region);
+  usage_.reserved_bytes += size;
+  usage_.segments++;
+  return true;
+}
+
+uint64_t Arena::AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure) {
+  uint64_t addr = large_.Allocate(span);
+  if (addr == 0 && GrowLocked(span, keep_oom_error, failure)) addr = large_.Allocate(span);
+  return addr;
+}
+
+bool Arena::TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey stream, Block* out) {
+  if ((small ? small_ : large_).AllocateAt(addr, span)) {
+    out->span = span;
+    out->small = small;
+    out->region = RegionOfLocked(addr);
+    return true;
+  }
+  if (!StreamOrdered(stream)) return false;
+  auto q = pending_.find(stream);
+  if (q == pending_.end()) return false;
+  for (auto it = q->second.begin(); it != q->second.end(); ++it) {
+    if (it->addr == addr && it->block.span == span && it->block.small == small) {
+      *out = it->block;
+      RecycleEventLocked(it->event, true);
+      usage_.pending_bytes -= span;
+      q->second.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oom_error) {
+  const uint64_t span = SpanOf(size);
+  const bool small = size <= kSmallLimit;
+  std::lock_guard<std::mutex> lock(mu_);
+  PollLocked();
+  AllocResult result;
+  Block block;
+  uint64_t addr = 0;
+  const uint32_t ordinal = ordinal_++;
+  if (ordinal < hints_.size() && hints_[ordinal].span == span &&
+      TakeAtLocked(hints_[ordinal].addr, span, small, stream, &block)) {
+    addr = hints_[ordinal].addr;
+    usage_.placement_hits++;
+  }
+  if (addr == 0 && StreamOrdered(stream)) {
+    auto q = pending_.find(stream);
+    if (q != pending_.end()) {
+      auto& d = q->second;
+      // Oldest first: with the same frees and allocations every iteration, each allocation then gets the
+      // block the same allocation got last time (newest first would swap equal-sized blocks every iteration).
+      const size_t scan = std::min(d.size(), kPendingScan);
+      for (size_t i = 0; i < scan; ++i) {
+        auto it = d.begin() + static_cast<std::ptrdiff_t>(i);
+        if (it->block.span == span && it->block.small == small) {
+          addr = it->addr;
+          block = it->block;
+          RecycleEventLocked(it->event, true);
+          usage_.pending_bytes -= span;
+          usage_.same_stream_reuses++;
+          d.erase(it);
+          break;
+        }
+      }
+    }
+  }
+  if (addr == 0 && small) {
+    addr = small_.Allocate(span);
+    if (addr == 0) {
+      const uint64_t slab = AllocateLargeLocked(kLargePage, keep_oom_error, &result);
+      if (slab == 0) return result;
+      small_.AddRange(slab, kLargePage, RegionOfLocked(slab));
+      addr = small_.Allocate(span);
+    }
+    block = Block{span, size, true, RegionOfLocked(addr)};
+  } else if (addr == 0) {
+    addr = AllocateLargeLocked(span, keep_oom_error, &result);
+    if (addr == 0) return result;
+    block = Block{span, size, false, RegionOfLocked(addr)};
+  }
+  block.requested = size;
+  live_[addr] = block;
+  if (placements_.size() < kMaxPlacements) {
+    if (placements_.size() <= ordinal) placements_.resize(ordinal + 1);
+    placements_[ordinal] = {addr, span};
+  }
+  usage_.live_bytes += span;
+  usage_.requested_bytes += size;
+  usage_.live_blocks++;
+  usage_.peak_live_bytes = std::max(usage_.peak_live_bytes, usage_.live_bytes);
+  result.addr = addr;
+  return result;
+}
+
+cudaEvent_t Arena::AcquireEventLocked() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  if (api_.cudaEventCreateWithFlags == nullptr) return nullptr;
+  cudaEvent_t e = nullptr;
+  LastErrorScope errors(api_);
+  if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+    errors.Failed();
+    return nullptr;
+  }
+  return e;
+}
+
+void Arena::RecycleEventLocked(cudaEvent_t e, bool healthy) {
+  if (healthy) {
+    free_events_.push_back(e);
+  } else if (api_.cudaEventDestroy != nullptr) {
+    api_.cudaEventDestroy(e);
+  }
+}
+
+void Arena::ReleaseLocked(uint64_t addr, const Block& b) {
+  (b.small ? small_ : large_).Free(addr, b.span, b.region);
+}
+
+Arena::FreeStatus Arena::Free(uint64_t addr, StreamKey stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(addr);
+  if (it == live_.end()) return ContainsLocked(addr) ? FreeStatus::kInvalid : FreeStatus::kNotArena;
+  const Block block = it->second;
+  live_.erase(it);
+  usage_.live_bytes -= block.span;
+  usage_.requested_bytes -= block.requested;
+  usage_.live_blocks--;
+  // Kernels queued before the free may still use the block; it waits for an event on the freeing stream.
+  cudaEvent_t event = capturing_ ? nullptr : AcquireEventLocked();
+  if (event == nullptr || api_.cudaEventRecord == nullptr) {
+    usage_.leaked_bytes += block.span;
+    return FreeStatus::kFreed;
+  }
+  LastErrorScope errors(api_);
+  if (api_.cudaEventRecord(event, StreamOf(stream)) != cudaSuccess) {
+    errors.Failed();
+    RecycleEventLocked(event, false);
+    usage_.leaked_bytes += block.span;
+    return FreeStatus::kFreed;
+  }
+  const StreamKey key = stream == kSyncStream ? 0 : stream;
+  pending_[key].push_back(Pending{addr, block, event});
+  usage_.pending_bytes += block.span;
+  return FreeStatus::kFreed;
+}
+
+void Arena::PollLocked() {
+  if (api_.cudaEventQuery == nullptr) return;
+  for (auto& [stream, q] : pending_) {
+    while (!q.empty()) {
+      Pending& p = q.front();
+      LastErrorScope errors(api_);
+      const cudaError_t st = api_.cudaEventQuery(p.event);
+      if (st == cudaErrorNotReady) break;
+      // Any other answer means the stream will not run that work again (done, or a dead context).
+      if (st != cudaSuccess) errors.Failed();
+      ReleaseLocked(p.addr, p.block);
+      usage_.pending_bytes -= p.block.span;
+      RecycleEventLocked(p.event, st == cudaSuccess);
+      q.pop_front();
+    }
+  }
+}
+
+void Arena::Poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  PollLocked();
+}
+
+void Arena::SetCapturing(bool capturing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_ = capturing;
+}
+
+void Arena::BeginIteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hints_ = std::move(placements_);
+  placements_.clear();
+  ordinal_ = 0;
+}
+
+ArenaUsage Arena::usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return usage_;
+}
+
+}  // namespace karma::rt

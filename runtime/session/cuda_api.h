@@ -1,0 +1,95 @@
+// The CUDA functions the session calls on its own behalf: one table of pointers that interpose/ fills from the
+// real libraries and tests fill with fakes, so the session never names a CUDA symbol directly.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <span>
+
+namespace karma::rt {
+
+// The libraries a CUDA symbol can come from (interpose/ maps each to its sonames).
+enum class CudaLib : uint8_t { kCudart = 0, kDriver = 1, kCublas = 2, kCudnn = 3, kNvtx = 4 };
+inline constexpr int kCudaLibCount = 5;
+const char* CudaLibName(CudaLib lib);
+// Sonames tried, in order, when RTLD_NEXT does not find a symbol (13 first: the toolkit we build against).
+std::span<const char* const> CudaLibSonames(CudaLib lib);
+
+}  // namespace karma::rt
+
+// X(LIB, NAME): LIB is a CudaLib enumerator; NAME the exact exported symbol (versioned names spelled out).
+// Only what the session needs for itself: managed segments, events for stream-ordered reuse and timing,
+// kernel parameter layouts and names, library state needed to read a call's exact operands.
+#define KARMA_CUDA_API_TABLE(X)            \
+  X(kCudart, cudaMallocManaged)            \
+  X(kCudart, cudaMemGetInfo)               \
+  X(kCudart, cudaGetDevice)                \
+  X(kCudart, cudaSetDevice)                \
+  X(kCudart, cudaGetLastError)             \
+  X(kCudart, cudaPeekAtLastError)          \
+  X(kCudart, cudaRuntimeGetVersion)        \
+  X(kCudart, cudaEventCreateWithFlags)     \
+  X(kCudart, cudaEventDestroy)             \
+  X(kCudart, cudaEventRecord)              \
+  X(kCudart, cudaEventQuery)               \
+  X(kCudart, cudaEventSynchronize)         \
+  X(kCudart, cudaEventElapsedTime)         \
+  X(kCudart, cudaFuncGetParamInfo)         \
+  X(kCudart, cudaFuncGetName)              \
+  X(kDriver, cuFuncGetParamInfo)           \
+  X(kDriver, cuFuncGetName)                \
+  X(kCublas, cublasGetPointerMode_v2)      \
+  X(kCublas, cublasGetStream_v2)           \
+  X(kCudnn, cudnnGetStream)                \
+  X(kCudnn, cudnnGetTensorNdDescriptor)    \
+  X(kCudnn, cudnnGetFilterNdDescriptor)    \
+  X(kCudnn, cudnnBackendGetAttribute)
+
+namespace karma::rt {
+
+struct CudaApi {
+#define KARMA_CUDA_API_FIELD(lib, name) decltype(&::name) name = nullptr;
+  KARMA_CUDA_API_TABLE(KARMA_CUDA_API_FIELD)
+#undef KARMA_CUDA_API_FIELD
+};
+
+enum class CudaApiId : uint16_t {
+#define KARMA_CUDA_API_ENUM(lib, name) name,
+  KARMA_CUDA_API_TABLE(KARMA_CUDA_API_ENUM)
+#undef KARMA_CUDA_API_ENUM
+      kCount
+};
+
+// The CUDA runtime keeps a per-thread "last error" that the application reads with cudaGetLastError. A call the
+// session makes for itself must not leave an error there that the application's own calls would not have left:
+// declare one of these before such calls and Failed() after each that fails; when the application had no error
+// pending, the session's error is cleared again on destruction.
+class LastErrorScope {
+ public:
+  explicit LastErrorScope(const CudaApi& api);
+  ~LastErrorScope();
+  LastErrorScope(const LastErrorScope&) = delete;
+  LastErrorScope& operator=(const LastErrorScope&) = delete;
+  void Failed() { failed_ = true; }
+  // Keep the error of the last failure (e.g. an allocation failure the application should see).
+  void Keep() { failed_ = false; }
+
+ private:
+  const CudaApi& api_;
+  bool clean_before_ = false;
+  bool failed_ = false;
+};
+
+// Fills every entry with `resolve(lib, name)` (nullptr where a symbol is missing).
+using SymbolResolver = void* (*)(CudaLib lib, const char* name);
+CudaApi LoadCudaApi(SymbolResolver resolve);
+
+// interpose/ installs the resolver of the real libraries before any hook runs; the session uses it on start.
+void SetRealSymbolResolver(SymbolResolver resolve);
+SymbolResolver RealSymbolResolver();
+
+}  // namespace karma::rt

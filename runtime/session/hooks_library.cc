@@ -1,0 +1,182 @@
+// Hook handlers for cuBLAS GEMMs and cuDNN convolutions: one op each, with the exact operands the API names
+// (reads, writes, workspace), instead of the kernels the library launches internally (those calls pass
+// through: the re-entry guard is set while a library call runs).
+#include "interpose/hooks.h"
+#include "runtime/session/hook_util.h"
+#include "runtime/session/library_ops.h"
+
+namespace karma::hook {
+namespace {
+
+using rt::OpDesc;
+using rt::Session;
+
+// The operands are only worked out while the session observes; otherwise the op is just counted.
+template <typename Err, typename RealCall, typename Describe>
+Err Library(Err ok, RealCall call, Describe describe) {
+  Session* s = Session::Get();
+  if (s == nullptr) return call();
+  OpDesc d;
+  d.kind = trace::OpKind::kLibrary;
+  if (s->observing()) d = describe(s);
+  return rt::Observed(s, d, ok, call);
+}
+
+OpDesc Gemm(Session* s, const char* name, cublasHandle_t handle, const rt::GemmShape& g, int scale_bytes,
+            const void* A, const void* B, void* C, const void* alpha, const void* beta, cudaDataType a_type,
+            cudaDataType b_type, cudaDataType c_type) {
+  const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCublas);
+  rt::GemmContext c;
+  cudaStream_t stream = nullptr;
+  if (api.cublasGetStream_v2 != nullptr && api.cublasGetStream_v2(handle, &stream) == CUBLAS_STATUS_SUCCESS) {
+    c.stream = rt::KeyOf(stream);
+  }
+  cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
+  // Unknown pointer mode: treat the scalars as device pointers, never dereferenced.
+  c.scalars_on_device = api.cublasGetPointerMode_v2 == nullptr ||
+                        api.cublasGetPointerMode_v2(handle, &mode) != CUBLAS_STATUS_SUCCESS ||
+                        mode == CUBLAS_POINTER_MODE_DEVICE;
+  c.scale_bytes = scale_bytes;
+  return rt::GemmOp(name, g, c, A, B, C, alpha, beta, a_type, b_type, c_type);
+}
+
+// `output_type` is the cudnnDataType of the output descriptor (-1 unknown), which sets beta's width.
+OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer_list<const void*> inputs,
+            void* output, const void* beta, int output_type, void* workspace, size_t workspace_bytes,
+            const void* conv_desc, int algo) {
+  const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
+  cudaStream_t stream = nullptr;
+  if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) stream = nullptr;
+  return rt::ConvOp(name, rt::KeyOf(stream), inputs, output, !rt::CudnnBetaIsZero(beta, output_type), workspace,
+                    workspace_bytes, rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo)));
+}
+
+}  // namespace
+
+cublasStatus_t cublasSgemm_v2(cublasSgemm_v2_fn real, cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A,
+                              int lda, const float* B, int ldb, const float* beta, float* C, int ldc) {
+  return Library(
+      CUBLAS_STATUS_SUCCESS, [&] { return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        return Gemm(s, "cublasSgemm_v2", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
+      });
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasSgemmStridedBatched_fn real, cublasHandle_t handle,
+                                         cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda, long long int strideA,
+                                         const float* B, int ldb, long long int strideB, const float* beta, float* C,
+                                         int ldc, long long int strideC, int batchCount) {
+  return Library(
+      CUBLAS_STATUS_SUCCESS,
+      [&] {
+        return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                    batchCount);
+      },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, batchCount, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        OpDesc d = Gemm(s, "cublasSgemmStridedBatched", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F,
+                        CUDA_R_32F);
+        d.shape = rt::HashMix(rt::HashMix(rt::HashMix(d.shape, strideA), strideB), strideC);
+        return d;
+      });
+}
+
+cublasStatus_t cublasGemmEx(cublasGemmEx_fn real, cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void* alpha, const void* A,
+                            cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb, const void* beta,
+                            void* C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+  return Library(
+      CUBLAS_STATUS_SUCCESS,
+      [&] {
+        return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                    computeType, algo);
+      },
+      [&](Session* s) {
+        const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        OpDesc d = Gemm(s, "cublasGemmEx", handle, g, rt::GemmScaleBytes(computeType, Ctype), A, B, C, alpha, beta,
+                        Atype, Btype, Ctype);
+        d.shape = rt::HashMix(d.shape, static_cast<uint64_t>(computeType));
+        return d;
+      });
+}
+
+cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHandle_t handle, const void* alpha,
+                                      const cudnnTensorDescriptor_t xDesc, const void* x,
+                                      const cudnnFilterDescriptor_t wDesc, const void* w,
+                                      const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo,
+                                      void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+                                      const cudnnTensorDescriptor_t yDesc, void* y) {
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc,
+                    y);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionForward", handle, {x, w}, y, beta,
+                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), yDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
+}
+
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnConvolutionBackwardData_fn real, cudnnHandle_t handle,
+                                           const void* alpha, const cudnnFilterDescriptor_t wDesc, const void* w,
+                                           const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                           const cudnnConvolutionDescriptor_t convDesc,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void* workSpace,
+                                           size_t workSpaceSizeInBytes, const void* beta,
+                                           const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta,
+                    dxDesc, dx);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionBackwardData", handle, {w, dy}, dx, beta,
+                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), dxDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
+}
+
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnConvolutionBackwardFilter_fn real, cudnnHandle_t handle,
+                                             const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+                                             const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                             const cudnnConvolutionDescriptor_t convDesc,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
+                                             size_t workSpaceSizeInBytes, const void* beta,
+                                             const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  return Library(
+      CUDNN_STATUS_SUCCESS,
+      [&] {
+        return real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta,
+                    dwDesc, dw);
+      },
+      [&](Session* s) {
+        return Conv(s, "cudnnConvolutionBackwardFilter", handle, {x, dy}, dw, beta,
+                    rt::CudnnFilterType(s->ApiFor(rt::CudaLib::kCudnn), dwDesc), workSpace, workSpaceSizeInBytes,
+                    convDesc, algo);
+      });
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t handle,
+                                  cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack) {
+  return Library(
+      CUDNN_STATUS_SUCCESS, [&] { return real(handle, executionPlan, variantPack); },
+      [&](Session* s) {
+        const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
+        OpDesc d = rt::BackendOp(api, variantPack);
+        cudaStream_t stream = nullptr;
+        if (api.cudnnGetStream != nullptr && api.cudnnGetStream(handle, &stream) == CUDNN_STATUS_SUCCESS) {
+          d.stream = rt::KeyOf(stream);
+        }
+        d.shape = rt::HashMix(d.shape, rt::AddressOf(executionPlan));
+        return d;
+      });
+}
+
+}  // namespace karma::hook

@@ -1,0 +1,281 @@
+// Hook handlers for kernel launches, copies, memsets, synchronization, streams, events, graph capture and NVTX
+// ranges: each op is shown to the session before its real call and closed after it.
+#include "interpose/hooks.h"
+#include "runtime/session/hook_util.h"
+
+namespace karma::hook {
+namespace {
+
+using rt::Access;
+using rt::AddressOf;
+using rt::OpDesc;
+using rt::Session;
+using rt::StreamKey;
+
+OpDesc Kernel(const void* func, bool driver, const uint32_t grid[3], const uint32_t block[3], void** args,
+              void** extra, StreamKey stream) {
+  OpDesc d;
+  d.kind = trace::OpKind::kKernel;
+  d.func = func;
+  d.driver = driver;
+  for (int i = 0; i < 3; ++i) {
+    d.grid[i] = grid[i];
+    d.block[i] = block[i];
+  }
+  d.args = args;
+  d.extra = extra;
+  d.stream = stream;
+  return d;
+}
+
+const char* CopyName(cudaMemcpyKind kind, bool two_d) {
+  switch (kind) {
+    case cudaMemcpyHostToDevice: return two_d ? "memcpy2D HtoD" : "memcpy HtoD";
+    case cudaMemcpyDeviceToHost: return two_d ? "memcpy2D DtoH" : "memcpy DtoH";
+    case cudaMemcpyDeviceToDevice: return two_d ? "memcpy2D DtoD" : "memcpy DtoD";
+    case cudaMemcpyHostToHost: return two_d ? "memcpy2D HtoH" : "memcpy HtoH";
+    default: return two_d ? "memcpy2D" : "memcpy";
+  }
+}
+
+OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream) {
+  OpDesc d;
+  d.kind = trace::OpKind::kCopy;
+  d.name = CopyName(kind, two_d);
+  d.stream = stream;
+  d.operands = {{AddressOf(src), Access::kRead, false}, {AddressOf(dst), Access::kWrite, false}};
+  d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
+  d.bytes = 2 * bytes;
+  return d;
+}
+
+OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
+  OpDesc d;
+  d.kind = trace::OpKind::kMemset;
+  d.name = two_d ? "memset2D" : "memset";
+  d.stream = stream;
+  d.operands = {{AddressOf(dst), Access::kWrite, false}};
+  d.shape = bytes;
+  d.bytes = bytes;
+  return d;
+}
+
+}  // namespace
+
+// ---- launches ----
+
+cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                             size_t sharedMem, cudaStream_t stream) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(func, gridDim, blockDim, args, sharedMem, stream);
+  const uint32_t g[3] = {gridDim.x, gridDim.y, gridDim.z}, b[3] = {blockDim.x, blockDim.y, blockDim.z};
+  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)), cudaSuccess,
+                               [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
+                                void** args) {
+  Session* s = Session::Get();
+  if (s == nullptr || config == nullptr) return real(config, func, args);
+  const uint32_t g[3] = {config->gridDim.x, config->gridDim.y, config->gridDim.z};
+  const uint32_t b[3] = {config->blockDim.x, config->blockDim.y, config->blockDim.z};
+  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(config->stream)), cudaSuccess,
+                               [&] { return real(config, func, args); });
+}
+
+namespace {
+
+template <typename Real>
+CUresult LaunchDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,
+                      void** extra, StreamKey key) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+  const uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+  return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
+                            [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
+}
+
+template <typename Real>
+CUresult LaunchDriverEx(Real real, const CUlaunchConfig* config, CUfunction f, void** params, void** extra,
+                        bool per_thread) {
+  Session* s = Session::Get();
+  if (s == nullptr || config == nullptr) return real(config, f, params, extra);
+  const uint32_t g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const uint32_t b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  const StreamKey key = per_thread ? rt::PerThreadKeyOf(config->hStream) : rt::KeyOf(config->hStream);
+  return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
+                            [&] { return real(config, f, params, extra); });
+}
+
+}  // namespace
+
+CUresult cuLaunchKernel(cuLaunchKernel_fn real, CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                      kernelParams, extra, rt::KeyOf(hStream));
+}
+
+CUresult cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn real, CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void** kernelParams, void** extra) {
+  return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                      kernelParams, extra, rt::PerThreadKeyOf(hStream));
+}
+
+CUresult cuLaunchKernelEx(cuLaunchKernelEx_fn real, const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                          void** extra) {
+  return LaunchDriverEx(real, config, f, kernelParams, extra, false);
+}
+
+CUresult cuLaunchKernelEx_ptsz(cuLaunchKernelEx_ptsz_fn real, const CUlaunchConfig* config, CUfunction f,
+                               void** kernelParams, void** extra) {
+  return LaunchDriverEx(real, config, f, kernelParams, extra, true);
+}
+
+// ---- copies and memsets ----
+
+cudaError_t cudaMemcpy(cudaMemcpy_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(dst, src, count, kind);
+  return rt::Observed(s, Copy(dst, src, count, kind, false, 0), cudaSuccess, [&] { return real(dst, src, count, kind); });
+}
+
+cudaError_t cudaMemcpyAsync(cudaMemcpyAsync_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(dst, src, count, kind, stream);
+  return rt::Observed(s, Copy(dst, src, count, kind, false, rt::KeyOf(stream)), cudaSuccess,
+                               [&] { return real(dst, src, count, kind, stream); });
+}
+
+cudaError_t cudaMemcpy2D(cudaMemcpy2D_fn real, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind);
+  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, 0), cudaSuccess,
+                               [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
+}
+
+cudaError_t cudaMemcpy2DAsync(cudaMemcpy2DAsync_fn real, void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind, stream);
+  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, rt::KeyOf(stream)), cudaSuccess,
+                               [&] { return real(dst, dpitch, src, spitch, width, height, kind, stream); });
+}
+
+cudaError_t cudaMemset(cudaMemset_fn real, void* devPtr, int value, size_t count) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(devPtr, value, count);
+  return rt::Observed(s, Memset(devPtr, count, false, 0), cudaSuccess, [&] { return real(devPtr, value, count); });
+}
+
+cudaError_t cudaMemsetAsync(cudaMemsetAsync_fn real, void* devPtr, int value, size_t count, cudaStream_t stream) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(devPtr, value, count, stream);
+  return rt::Observed(s, Memset(devPtr, count, false, rt::KeyOf(stream)), cudaSuccess,
+                               [&] { return real(devPtr, value, count, stream); });
+}
+
+cudaError_t cudaMemset2D(cudaMemset2D_fn real, void* devPtr, size_t pitch, int value, size_t width, size_t height) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(devPtr, pitch, value, width, height);
+  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, 0), cudaSuccess,
+                               [&] { return real(devPtr, pitch, value, width, height); });
+}
+
+cudaError_t cudaMemset2DAsync(cudaMemset2DAsync_fn real, void* devPtr, size_t pitch, int value, size_t width,
+                              size_t height, cudaStream_t stream) {
+  Session* s = Session::Get();
+  if (s == nullptr) return real(devPtr, pitch, value, width, height, stream);
+  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, rt::KeyOf(stream)), cudaSuccess,
+                               [&] { return real(devPtr, pitch, value, width, height, stream); });
+}
+
+// ---- synchronization: a host sync is where iterations usually end ----
+
+cudaError_t cudaDeviceSynchronize(cudaDeviceSynchronize_fn real) {
+  const cudaError_t e = real();
+  if (Session* s = Session::Get()) s->OnSync();
+  return e;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStreamSynchronize_fn real, cudaStream_t stream) {
+  const cudaError_t e = real(stream);
+  if (Session* s = Session::Get()) s->OnSync();
+  return e;
+}
+
+cudaError_t cudaEventSynchronize(cudaEventSynchronize_fn real, cudaEvent_t event) {
+  const cudaError_t e = real(event);
+  if (Session* s = Session::Get()) s->OnSync();
+  return e;
+}
+
+// ---- streams and events: passed through. They are hooked because the replay executor (phase 2) orders its
+// own streams against the application's with them. ----
+
+cudaError_t cudaStreamCreate(cudaStreamCreate_fn real, cudaStream_t* pStream) { return real(pStream); }
+cudaError_t cudaStreamCreateWithFlags(cudaStreamCreateWithFlags_fn real, cudaStream_t* pStream, unsigned int flags) {
+  return real(pStream, flags);
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStreamCreateWithPriority_fn real, cudaStream_t* pStream,
+                                         unsigned int flags, int priority) {
+  return real(pStream, flags, priority);
+}
+cudaError_t cudaStreamDestroy(cudaStreamDestroy_fn real, cudaStream_t stream) { return real(stream); }
+cudaError_t cudaEventCreate(cudaEventCreate_fn real, cudaEvent_t* event) { return real(event); }
+cudaError_t cudaEventCreateWithFlags(cudaEventCreateWithFlags_fn real, cudaEvent_t* event, unsigned int flags) {
+  return real(event, flags);
+}
+cudaError_t cudaEventDestroy(cudaEventDestroy_fn real, cudaEvent_t event) { return real(event); }
+cudaError_t cudaEventRecord(cudaEventRecord_fn real, cudaEvent_t event, cudaStream_t stream) {
+  return real(event, stream);
+}
+cudaError_t cudaStreamWaitEvent(cudaStreamWaitEvent_fn real, cudaStream_t stream, cudaEvent_t event,
+                                unsigned int flags) {
+  return real(stream, event, flags);
+}
+
+// ---- graph capture: kernels captured into graphs run later, unseen; the arena stops reusing what is freed
+// during a capture, and recording stops. ----
+
+cudaError_t cudaStreamBeginCapture(cudaStreamBeginCapture_fn real, cudaStream_t stream, cudaStreamCaptureMode mode) {
+  const cudaError_t e = real(stream, mode);
+  Session* s = Session::Get();
+  if (s != nullptr && e == cudaSuccess) s->OnCaptureBegin();
+  return e;
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStreamBeginCaptureToGraph_fn real, cudaStream_t stream,
+                                          cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                          cudaStreamCaptureMode mode) {
+  const cudaError_t e = real(stream, graph, dependencies, dependencyData, numDependencies, mode);
+  Session* s = Session::Get();
+  if (s != nullptr && e == cudaSuccess) s->OnCaptureBegin();
+  return e;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStreamEndCapture_fn real, cudaStream_t stream, cudaGraph_t* pGraph) {
+  const cudaError_t e = real(stream, pGraph);
+  Session* s = Session::Get();
+  // These mean the stream was not capturing; any other outcome (an invalidated capture too) ends one.
+  const bool ended = e != cudaErrorIllegalState && e != cudaErrorInvalidValue && e != cudaErrorInvalidResourceHandle;
+  if (s != nullptr && ended) s->OnCaptureEnd();
+  return e;
+}
+
+// ---- NVTX ----
+
+int nvtxRangePushA(nvtxRangePushA_fn real, const char* message) {
+  if (Session* s = Session::Get()) s->OnRangePush(message);
+  return real(message);
+}
+
+int nvtxRangePop(nvtxRangePop_fn real) { return real(); }
+
+}  // namespace karma::hook

@@ -1,0 +1,51 @@
+// The operands of cuBLAS and cuDNN calls: which pointers a call reads, writes and uses as workspace, and its
+// work, derived from the arguments alone.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "runtime/session/cuda_api.h"
+#include "runtime/session/ops.h"
+
+namespace karma::rt {
+
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+  int batch = 1;
+  bool trans_a = false, trans_b = false;
+  int lda = 0, ldb = 0, ldc = 0;
+};
+
+struct GemmContext {
+  StreamKey stream = 0;
+  bool scalars_on_device = false;  // CUBLAS_POINTER_MODE_DEVICE: alpha and beta are device pointers
+  int scale_bytes = 4;              // bytes of alpha/beta; 0 when unknown
+};
+
+// Bytes of cuBLAS's alpha/beta for a compute type and output type (0 when unknown).
+int GemmScaleBytes(cublasComputeType_t compute, cudaDataType c_type);
+// "float32", "float16", ... for a CUDA data type; nullptr when it has no name here.
+const char* DataTypeName(cudaDataType t);
+int DataTypeBytes(cudaDataType t);
+
+// C = alpha op(A) op(B) + beta C: A and B read; C written, and read too unless beta is known to be zero (a host
+// scalar whose bytes are all zero). Device-side scalars are read operands.
+OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const void* A, const void* B, void* C,
+              const void* alpha, const void* beta, cudaDataType a_type, cudaDataType b_type, cudaDataType c_type);
+
+// True when beta (host memory, as cuDNN requires) is exactly +0 for the output's data type.
+bool CudnnBetaIsZero(const void* beta, int data_type);
+// The data type of a descriptor (-1 when it cannot be read).
+int CudnnTensorType(const CudaApi& api, cudnnTensorDescriptor_t desc);
+int CudnnFilterType(const CudaApi& api, cudnnFilterDescriptor_t desc);
+
+// A convolution: inputs read; the output written (and read when it accumulates); workspace read and written.
+OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const void*> inputs, void* output,
+              bool accumulate, void* workspace, size_t workspace_bytes, uint64_t shape);
+
+// cudnnBackendExecute: the variant pack's data pointers (direction unknown without walking the operation
+// graph: touched) and its workspace.
+OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t variant_pack);
+
+}  // namespace karma::rt

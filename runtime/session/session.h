@@ -1,0 +1,188 @@
+// The in-process session of libkarma.so: configuration, the allocation arena and registry, iteration
+// detection, recording, statistics, and degradation to pass-through.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/common/live_stats.h"
+#include "runtime/session/arena.h"
+#include "runtime/session/config.h"
+#include "runtime/session/cuda_api.h"
+#include "runtime/session/detector.h"
+#include "runtime/session/live_view.h"
+#include "runtime/session/ops.h"
+#include "runtime/session/param_scan.h"
+#include "runtime/session/recorder.h"
+#include "runtime/session/registry.h"
+#include "runtime/session/sites.h"
+#include "runtime/session/worker.h"
+
+namespace karma::rt {
+
+// The parts that can fail independently; each degrades to pass-through with one log line.
+enum class Part : uint8_t { kArena = 0, kRecording = 1, kLiveView = 2 };
+
+class Session;
+
+// Brackets one intercepted op around its real call: End(ok) after the call returns.
+class OpScope {
+ public:
+  OpScope() = default;
+  OpScope(OpScope&& o) noexcept : session_(o.session_), rec_(std::move(o.rec_)), op_(o.op_) { o.op_ = nullptr; }
+  OpScope& operator=(OpScope&&) = delete;
+  OpScope(const OpScope&) = delete;
+  ~OpScope() = default;
+  void End(bool ok) noexcept;
+
+ private:
+  friend class Session;
+  Session* session_ = nullptr;
+  std::shared_ptr<Recording> rec_;
+  RecordedOp* op_ = nullptr;
+};
+
+class Session {
+ public:
+  // The process's session, created on the first hooked call (thread-safe); nullptr when KARMA_MODE=off, when
+  // it could not start, or in a forked child. Never destroyed: hooks may run during static destruction.
+  static Session* Get();
+  // Tests: use `s` as the process session (nullptr restores the real one).
+  static void InstallForTest(Session* s);
+
+  // `late_resolver` fills the cuBLAS/cuDNN entries of `api` on first use (those libraries load late, if ever).
+  Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolResolver late_resolver = nullptr);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const SessionConfig& config() const { return config_; }
+  const CudaApi& api() const { return api_; }
+  // The table with `lib`'s entries resolved (once) now that the application uses that library.
+  const CudaApi& ApiFor(CudaLib lib);
+  live::Stats& stats() { return *stats_; }
+
+  // ---- memory ----
+  enum class Served { kServed, kOutOfMemory, kPassThrough };
+  // A device allocation from the arena. kPassThrough: the caller makes the real call (then NoteAllocation).
+  // `runtime_api`: the caller is a CUDA runtime function, whose out-of-memory error stays in cudaGetLastError.
+  Served AllocateDevice(uint64_t size, StreamKey stream, bool runtime_api, uint64_t* addr);
+  // Registers memory a real allocation function returned (passed through, the app's managed, host-pinned).
+  void NoteAllocation(uint64_t addr, uint64_t size, Origin origin);
+  enum class Freed { kArena, kInvalid, kOther };
+  // kArena: freed here (the caller reports success). kInvalid: inside the arena but not a live block (the caller
+  // reports cudaErrorInvalidValue / CUDA_ERROR_INVALID_VALUE, as the real call would). kOther: the caller makes
+  // the real call; the registry has already forgotten the buffer.
+  Freed FreeDevice(uint64_t addr, StreamKey stream);
+  // free + used <= budget <= total, where used is what the application holds in the arena.
+  void AdjustMemInfo(size_t* free, size_t* total);
+  bool InArena(uint64_t addr) const;
+
+  // ---- ops ----
+  // True while ops are detected or recorded: only then do hooks need to describe their operands.
+  bool observing() const {
+    return observing_.load(std::memory_order_relaxed) && capture_depth_.load(std::memory_order_relaxed) == 0;
+  }
+  // Before the real call of every kernel, library call, copy and memset.
+  OpScope BeginOp(const OpDesc& d) noexcept;
+  void OnSync() noexcept;
+  void OnIterationMarker() noexcept;
+  void OnRangePush(const char* name) noexcept;
+  void OnCaptureBegin() noexcept;
+  void OnCaptureEnd() noexcept;
+
+  // ---- lifecycle ----
+  void Degrade(Part part, const std::string& why) noexcept;
+  bool degraded(Part part) const { return degraded_[static_cast<int>(part)].load(std::memory_order_relaxed); }
+  // At exit: finish a recording that is complete, wait for the worker, print the summary, remove the segment.
+  void Shutdown() noexcept;
+  void AfterForkInChild() noexcept;
+  // Waits until the worker is idle (tests).
+  void WaitForWorker();
+  std::string SummaryLine() const;
+  std::string trace_path() const;
+  live::State state() const { return static_cast<live::State>(stats_->state.load(std::memory_order_relaxed)); }
+  const Arena& arena() const { return arena_; }
+  const Registry& registry() const { return registry_; }
+  const IterationDetector& detector() const { return detector_; }
+
+ private:
+  friend class OpScope;
+  void SetState(live::State s);
+  void EnsureDeviceInfo();
+  void UpdateUsage();
+  bool WantRecording() const;
+  uint32_t CaptureSite();
+  // A pointer operand found in an op, with its direction when the API defines it.
+  struct Touch {
+    PointerHit hit;
+    Access access = Access::kTouch;
+    bool workspace = false;
+  };
+  // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
+  static uint64_t ShapeSignature(const OpDesc& d);
+  static uint64_t Signature(uint64_t shape, const std::vector<Touch>& touches);
+  const std::string& KernelName(const OpDesc& d);
+  void CountOp();
+  void OnBoundaryLocked();
+  void StartRecordingLocked(bool by_marker);
+  void FinishRecordingLocked();
+  void AbortRecordingLocked(const char* why);
+  // Registers a buffer: site, identity, and (while observing) its place in the op sequence.
+  void RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, StreamKey stream);
+  void FlushPendingAllocsLocked();
+  RecordedOp* AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches);
+  void WriteTrace(const std::shared_ptr<Recording>& rec);
+
+  const SessionConfig config_;
+  CudaApi api_;
+  const SymbolResolver late_resolver_;
+  std::once_flag late_once_[kCudaLibCount];
+  const int64_t pid_;
+  std::unique_ptr<LiveView> live_view_;
+  live::Stats local_stats_;
+  live::Stats* stats_ = &local_stats_;
+  std::atomic<bool> degraded_[3] = {};
+  std::atomic<bool> forked_child_{false};
+  std::atomic<bool> shut_down_{false};
+
+  Arena arena_;
+  Registry registry_;
+  ParamLayouts layouts_;
+  SiteTable sites_;
+  Worker worker_;
+  std::once_flag device_info_once_;
+
+  // Detection and recording, under record_mu_.
+  std::mutex record_mu_;
+  IterationDetector detector_;
+  std::shared_ptr<Recording> recording_;
+  std::unordered_map<const void*, std::string> kernel_names_;
+  // Allocations since the last op: they belong to the iteration of the next op, which may be the first of a
+  // recording (a buffer is allocated just before the first kernel that writes it).
+  std::vector<BufferEntry> pending_allocs_;
+  uint64_t last_op_signature_ = 0;  // ShapeSignature of the last op
+  uint64_t allocs_since_op_ = 0;
+  bool marker_mode_ = false;
+  uint64_t markers_ = 0;
+  std::atomic<bool> observing_{false};   // ops go through detection/recording
+  std::atomic<bool> recording_active_{false};
+  std::atomic<bool> sync_since_op_{false};
+  std::atomic<int> capture_depth_{0};
+
+  // Iteration counting once detection has stopped: ops since a known boundary, modulo the period.
+  std::atomic<uint64_t> op_counter_{0};
+  std::atomic<uint64_t> counted_period_{0};
+  std::atomic<uint64_t> counted_boundary_{0};
+
+  mutable std::mutex trace_mu_;
+  std::string trace_path_;
+  std::string trace_error_;
+};
+
+}  // namespace karma::rt

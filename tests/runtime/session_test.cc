@@ -1,0 +1,465 @@
+// The session through its hook handlers, against the fake CUDA: allocation, error codes, memory info,
+// recording a training loop to a valid .ktrace, markers, divergence, degradation, the live view, threads.
+#include "runtime/session/session.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "interpose/hooks.h"
+#include "runtime/trace/analysis.h"
+#include "runtime/trace/ktrace_io.h"
+#include "tests/runtime/fake_cuda.h"
+
+namespace karma::rt {
+namespace {
+
+using testing::Fake;
+
+char kFwd, kBwd, kSgd;  // kernel host stubs
+
+void* Ptr(uint64_t v) { return reinterpret_cast<void*>(v); }
+uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::ResetFake();
+    Fake().kernels[&kFwd] = {"fwd_kernel", {8, 8, 8, 4}, 5000};
+    Fake().kernels[&kBwd] = {"bwd_kernel", {8, 8, 8, 4}, 9000};
+    Fake().kernels[&kSgd] = {"sgd_kernel", {8, 8}, 700};
+    char tmpl[] = "/tmp/karma-session-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    Session::InstallForTest(nullptr);
+    session_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  Session& Start(Mode mode, const std::function<void(SessionConfig&)>& adjust = nullptr) {
+    SessionConfig c;
+    c.mode = mode;
+    c.capacity = *ParseCapacity("0.5");
+    c.trace_dir = dir_ + "/traces";
+    c.live_view = false;
+    c.arena_segment_bytes = 64ull << 20;
+    if (adjust) adjust(c);
+    session_ = std::make_unique<Session>(c, testing::FakeApi(), static_cast<int64_t>(::getpid()));
+    Session::InstallForTest(session_.get());
+    return *session_;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Session> session_;
+};
+
+// A training step on one stream: input copy, a forward kernel, a GEMM, a zeroed gradient, a backward kernel and
+// an optimizer kernel; temporaries allocated and freed stream-ordered, then a host synchronization.
+struct Model {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x5000);
+  cublasHandle_t handle = reinterpret_cast<cublasHandle_t>(0x5000);  // the fake's handle is its stream
+  void* w1 = nullptr;
+  void* w2 = nullptr;
+  char host[16] = {};
+
+  void Init() {
+    ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &w1, 4 << 20), cudaSuccess);
+    ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &w2, 1 << 20), cudaSuccess);
+  }
+  void* Alloc(size_t n) {
+    void* p = nullptr;
+    EXPECT_EQ(hook::cudaMallocAsync(&testing::FakeRealMallocAsync, &p, n, stream), cudaSuccess);
+    return p;
+  }
+  void Launch(const void* k, void** args) {
+    EXPECT_EQ(hook::cudaLaunchKernel(&testing::FakeRealLaunch, k, dim3(64), dim3(256), args, 0, stream), cudaSuccess);
+  }
+  void Step(bool extra_kernel = false) {
+    void* x = Alloc(3 << 20);
+    hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, x, host, 3 << 20, cudaMemcpyHostToDevice, stream);
+    void* a1 = Alloc(8 << 20);
+    int n = 5;
+    void* fwd_args[] = {&x, &w1, &a1, &n};
+    Launch(&kFwd, fwd_args);
+    void* a2 = Alloc(2 << 20);
+    const float alpha = 1, beta = 0;
+    hook::cublasSgemm_v2(&testing::FakeRealSgemm, handle, CUBLAS_OP_N, CUBLAS_OP_N, 256, 256, 256, &alpha,
+                         static_cast<float*>(a1), 256, static_cast<float*>(w2), 256, &beta, static_cast<float*>(a2),
+                         256);
+    void* g = Alloc(4 << 20);
+    hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, g, 0, 4 << 20, stream);
+    void* bwd_args[] = {&a2, &a1, &g, &n};
+    Launch(&kBwd, bwd_args);
+    if (extra_kernel) Launch(&kBwd, bwd_args);
+    void* sgd_args[] = {&w1, &g};
+    Launch(&kSgd, sgd_args);
+    for (void* p : {a2, a1, x, g}) EXPECT_EQ(hook::cudaFreeAsync(&testing::FakeRealFreeAsync, p, stream), cudaSuccess);
+    hook::cudaStreamSynchronize(&testing::FakeRealStreamSynchronize, stream);
+  }
+};
+
+TEST_F(SessionTest, DeviceAllocationsComeFromTheArenaWithoutRealCalls) {
+  Session& s = Start(Mode::kUm);
+  void* p = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 10 << 20), cudaSuccess);
+  EXPECT_TRUE(s.InArena(U(p)));
+  EXPECT_EQ(U(p) % kLargePage, 0u);
+  CUdeviceptr d = 0;
+  ASSERT_EQ(hook::cuMemAlloc_v2([](CUdeviceptr*, size_t) { return CUDA_ERROR_UNKNOWN; }, &d, 1000), CUDA_SUCCESS);
+  EXPECT_TRUE(s.InArena(d));
+  EXPECT_EQ(Fake().real_malloc_calls, 0);
+  EXPECT_EQ(s.registry().size(), 2u);
+  EXPECT_EQ(s.stats().used_bytes.load(), (10ull << 20) + 1024);
+  ASSERT_EQ(hook::cudaFree(&testing::FakeRealFree, p), cudaSuccess);
+  ASSERT_EQ(hook::cuMemFree_v2([](CUdeviceptr) { return CUDA_ERROR_UNKNOWN; }, d), CUDA_SUCCESS);
+  EXPECT_EQ(Fake().real_free_calls, 0);
+  EXPECT_EQ(s.registry().size(), 0u);
+  EXPECT_EQ(s.stats().peak_used_bytes.load(), (10ull << 20) + 1024);
+}
+
+TEST_F(SessionTest, ErrorCodesAreTheOnesTheApplicationWouldGet) {
+  Start(Mode::kUm);
+  Fake().managed_limit = 256ull << 20;
+  void* p = Ptr(0x1234);
+  EXPECT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 1ull << 40), cudaErrorMemoryAllocation);
+  EXPECT_EQ(Fake().last_error, cudaErrorMemoryAllocation);  // as cudaMalloc leaves it
+  Fake().last_error = cudaSuccess;
+  CUdeviceptr d = 0;
+  EXPECT_EQ(hook::cuMemAlloc_v2([](CUdeviceptr*, size_t) { return CUDA_SUCCESS; }, &d, 1ull << 40),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Fake().last_error, cudaSuccess);  // the driver API has no last error to leave
+  // Zero bytes, null out-pointers and null frees are the real runtime's business.
+  EXPECT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 0), cudaSuccess);
+  EXPECT_EQ(Fake().real_malloc_calls, 1);
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, nullptr), cudaSuccess);
+  EXPECT_EQ(Fake().real_free_calls, 1);
+  // A double free, and a pointer into the middle of a block.
+  void* q = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &q, 4 << 20), cudaSuccess);
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, static_cast<char*>(q) + 256), cudaErrorInvalidValue);
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, q), cudaSuccess);
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, q), cudaErrorInvalidValue);
+  EXPECT_EQ(Fake().real_free_calls, 1);
+  // Someone else's pointer goes to the real cudaFree.
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, Ptr(0x42000)), cudaSuccess);
+  EXPECT_EQ(Fake().real_free_calls, 2);
+}
+
+TEST_F(SessionTest, WithoutManagedMemoryAllocationsPassThroughAfterOneMessage) {
+  Session& s = Start(Mode::kUm);
+  Fake().managed_error = cudaErrorNotSupported;
+  ::testing::internal::CaptureStderr();
+  void* p = nullptr;
+  void* q = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 1 << 20), cudaSuccess);
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &q, 1 << 20), cudaSuccess);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Fake().managed_calls, 1);
+  EXPECT_EQ(Fake().real_malloc_calls, 2);
+  EXPECT_EQ(Fake().last_error, cudaSuccess);
+  EXPECT_TRUE(s.degraded(Part::kArena));
+  EXPECT_NE(err.find("allocation arena disabled"), std::string::npos) << err;
+  EXPECT_EQ(err.find("disabled"), err.rfind("disabled")) << "one line only: " << err;
+  EXPECT_EQ(s.registry().size(), 2u);  // passed-through device memory is still known
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, p), cudaSuccess);
+  EXPECT_EQ(Fake().real_free_calls, 1);
+}
+
+TEST_F(SessionTest, MemGetInfoStaysWithinTheBudget) {
+  Session& s = Start(Mode::kUm);
+  Fake().device_total = 16ull << 30;
+  Fake().device_free = 15ull << 30;
+  void* p = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 6ull << 30), cudaSuccess);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(hook::cudaMemGetInfo(&testing::FakeRealMemGetInfo, &free, &total), cudaSuccess);
+  EXPECT_EQ(total, 16ull << 30);
+  EXPECT_EQ(free, 2ull << 30);  // budget 8 GiB (capacity 0.5) minus 6 GiB held
+  EXPECT_LE(free + s.arena().usage().live_bytes, s.config().capacity.Resolve(total));
+  void* q = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &q, 4ull << 30), cudaSuccess);  // beyond: still served
+  ASSERT_EQ(hook::cudaMemGetInfo(&testing::FakeRealMemGetInfo, &free, &total), cudaSuccess);
+  EXPECT_EQ(free, 0u);
+  EXPECT_EQ(s.stats().budget_bytes.load(), 8ull << 30);
+}
+
+TEST_F(SessionTest, ArenaPointersLookLikeDeviceMemory) {
+  Start(Mode::kUm);
+  void* p = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 1 << 20), cudaSuccess);
+  cudaPointerAttributes a{};
+  ASSERT_EQ(hook::cudaPointerGetAttributes(&testing::FakeRealPointerGetAttributes, &a, p), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.hostPointer, nullptr);
+  EXPECT_EQ(a.devicePointer, p);
+}
+
+TEST_F(SessionTest, RecordsASteadyIterationAsAValidTrace) {
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  m.Init();
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  ASSERT_EQ(s.state(), live::State::kRecorded);
+  const std::string path = s.trace_path();
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(path.rfind(dir_ + "/traces/", 0), 0u) << path;
+  auto it = trace::ReadKtraceFile(path);
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  ASSERT_TRUE(trace::Validate(*it).ok());
+  // One iteration: copy, fwd, gemm, memset, bwd, sgd.
+  ASSERT_EQ(it->ops.size(), 6u);
+  EXPECT_EQ(it->ops[0].name, "memcpy HtoD");
+  EXPECT_EQ(it->ops[0].kind, trace::OpKind::kCopy);
+  EXPECT_EQ(it->ops[1].name, "fwd_kernel");
+  EXPECT_EQ(it->ops[2].name, "cublasSgemm_v2");
+  EXPECT_EQ(it->ops[2].kind, trace::OpKind::kLibrary);
+  EXPECT_EQ(it->ops[2].flops, 2ull * 256 * 256 * 256);
+  EXPECT_EQ(it->ops[3].kind, trace::OpKind::kMemset);
+  EXPECT_EQ(it->ops[5].name, "sgd_kernel");
+  // Durations from the events around each op (virtual time of the fake).
+  EXPECT_EQ(it->ops[1].duration_ns, 5000u);
+  EXPECT_EQ(it->ops[4].duration_ns, 9000u);
+  // Buffers: w1, w2 (persistent) and the four temporaries, with exact GEMM operands.
+  ASSERT_EQ(it->buffers.size(), 6u);
+  const trace::Op& gemm = it->ops[2];
+  ASSERT_EQ(gemm.reads.size(), 2u);
+  ASSERT_EQ(gemm.writes.size(), 1u);
+  EXPECT_EQ(it->buffers[gemm.writes[0]].bytes, 2u << 20);
+  EXPECT_EQ(it->buffers[gemm.writes[0]].dtype, "float32");
+  // The forward kernel's output was allocated in the iteration: its first use writes it; w1 is only touched.
+  const trace::Op& fwd = it->ops[1];
+  ASSERT_EQ(fwd.writes.size(), 1u);
+  EXPECT_EQ(it->buffers[fwd.writes[0]].bytes, 8u << 20);
+  EXPECT_EQ(it->buffers[fwd.writes[0]].kind, trace::BufferKind::kActivation);
+  EXPECT_FALSE(fwd.touches.empty());
+  // Every temporary is allocated and freed inside the iteration; the weights are not.
+  int allocs = 0, frees = 0;
+  for (const trace::Event& e : it->events) {
+    allocs += e.kind == trace::EventKind::kAlloc;
+    frees += e.kind == trace::EventKind::kFreeRequested;
+  }
+  EXPECT_EQ(allocs, 4);
+  EXPECT_EQ(frees, 4);
+  const auto lifetimes = trace::ComputeLifetimes(*it);
+  int persistent = 0;
+  for (const auto& l : lifetimes) persistent += l.persistent;
+  EXPECT_EQ(persistent, 2);
+  // Allocation sites were captured while detecting.
+  for (const trace::Buffer& b : it->buffers) EXPECT_FALSE(b.site.empty());
+  // The statistics.
+  EXPECT_EQ(s.stats().period_ops.load(), 6u);
+  EXPECT_GE(s.stats().recorded_iteration.load(), 1u);
+  EXPECT_GE(s.stats().iteration.load(), 7u);
+  // Nothing of the session's leaks into the application's error state, and every timing event is released.
+  EXPECT_EQ(Fake().last_error, cudaSuccess);
+  int live_timing_events = 0;
+  for (const auto& e : Fake().events) live_timing_events += e.timing && !e.destroyed;
+  EXPECT_EQ(live_timing_events, 0);
+  EXPECT_NE(s.SummaryLine().find("trace " + path), std::string::npos) << s.SummaryLine();
+}
+
+TEST_F(SessionTest, TheRecordedIterationKeepsCountingAndPlacementStaysStable) {
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  m.Init();
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  const uint64_t iterations = s.stats().iteration.load();
+  for (int i = 0; i < 5; ++i) m.Step();
+  EXPECT_EQ(s.stats().iteration.load(), iterations + 5);
+  EXPECT_GT(s.arena().usage().placement_hits, 0u);
+}
+
+TEST_F(SessionTest, DetectionDoesNotDependOnWhereTheAllocatorPutsBuffers) {
+  // Frees stay pending (no synchronization) and same-stream reuse takes the oldest pending block, so A and B
+  // swap places every iteration; the period is still one iteration.
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  std::set<uint64_t> a_places;
+  for (int i = 0; i < 12; ++i) {
+    void* a = m.Alloc(4 << 20);
+    void* b = m.Alloc(4 << 20);
+    a_places.insert(U(a));
+    int n = 1;
+    void* args1[] = {&a, &b, &b, &n};
+    m.Launch(&kFwd, args1);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, a, m.stream);
+    void* c = m.Alloc(4 << 20);
+    hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, c, 0, 4 << 20, m.stream);
+    void* args2[] = {&b, &c, &c, &n};
+    m.Launch(&kBwd, args2);
+    hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, m.host, c, 16, cudaMemcpyDeviceToHost, m.stream);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, b, m.stream);
+    hook::cudaFreeAsync(&testing::FakeRealFreeAsync, c, m.stream);
+  }
+  s.WaitForWorker();
+  EXPECT_GE(a_places.size(), 2u);  // the premise: placement moves
+  EXPECT_EQ(s.detector().period(), 4u);
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  EXPECT_EQ(it->ops.size(), 4u);
+}
+
+TEST_F(SessionTest, UmModeNeitherDetectsNorRecords) {
+  Session& s = Start(Mode::kUm);
+  Model m;
+  m.Init();
+  for (int i = 0; i < 10; ++i) m.Step();
+  s.WaitForWorker();
+  EXPECT_EQ(s.state(), live::State::kUm);
+  EXPECT_EQ(s.detector().ops(), 0u);
+  EXPECT_TRUE(s.trace_path().empty());
+  EXPECT_EQ(s.stats().ops.load(), 60u);
+}
+
+TEST_F(SessionTest, ADivergentIterationAbortsTheRecordingWhichHappensLater) {
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  m.Init();
+  // Locked at the end of step 2, stable after two more boundaries: step 5 would be recorded. Make it differ.
+  for (int i = 0; i < 4; ++i) m.Step();
+  m.Step(/*extra_kernel=*/true);
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  EXPECT_GE(s.stats().divergences.load(), 1u);
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  EXPECT_EQ(it->ops.size(), 6u);
+  int live_timing_events = 0;
+  for (const auto& e : Fake().events) live_timing_events += e.timing && !e.destroyed;
+  EXPECT_EQ(live_timing_events, 0);
+}
+
+TEST_F(SessionTest, NvtxMarkersDelimitTheRecordedIteration) {
+  Session& s = Start(Mode::kRecord, [](SessionConfig& c) {
+    c.iteration_marker = "train_step";
+    c.warmup_iterations = 2;
+  });
+  Model m;
+  m.Init();
+  for (int i = 0; i < 5; ++i) {
+    hook::nvtxRangePushA(&testing::FakeRealRangePush, "other");
+    hook::nvtxRangePushA(&testing::FakeRealRangePush, "train_step");
+    m.Step(/*extra_kernel=*/i == 2);  // the third marked iteration is the recorded one
+  }
+  s.WaitForWorker();
+  EXPECT_EQ(s.detector().ops(), 0u);  // no automatic detection with markers
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  EXPECT_EQ(it->ops.size(), 7u);
+  ASSERT_FALSE(it->events.empty());
+  EXPECT_EQ(it->events[0].kind, trace::EventKind::kIterationMarker);
+  EXPECT_EQ(s.stats().iteration.load(), 5u);
+}
+
+TEST_F(SessionTest, ExplicitMarkersReplaceDetection) {
+  Session& s = Start(Mode::kRecord, [](SessionConfig& c) { c.warmup_iterations = 0; });
+  Model m;
+  m.Init();
+  m.Step();
+  s.OnIterationMarker();
+  m.Step(/*extra_kernel=*/true);
+  s.OnIterationMarker();
+  s.WaitForWorker();
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  EXPECT_EQ(it->ops.size(), 7u);
+}
+
+TEST_F(SessionTest, AnUnwritableTraceDirectoryIsReportedNotFatal) {
+  Session& s = Start(Mode::kRecord, [&](SessionConfig& c) { c.trace_dir = "/proc/karma-cannot-create"; });
+  Model m;
+  m.Init();
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("could not be written"), std::string::npos) << err;
+  EXPECT_NE(s.SummaryLine().find("trace not written"), std::string::npos) << s.SummaryLine();
+  m.Step();  // still running
+}
+
+TEST_F(SessionTest, GraphCaptureStopsRecordingAndFreesInsideItAreNotReused) {
+  Session& s = Start(Mode::kRecord);
+  Model m;
+  m.Init();
+  m.Step();
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(hook::cudaStreamBeginCapture(&testing::FakeRealBeginCapture, m.stream, cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  void* p = m.Alloc(4 << 20);
+  const int records_before = Fake().event_records;
+  EXPECT_EQ(hook::cudaFreeAsync(&testing::FakeRealFreeAsync, p, m.stream), cudaSuccess);
+  EXPECT_EQ(Fake().event_records, records_before);
+  ASSERT_EQ(hook::cudaStreamEndCapture(&testing::FakeRealEndCapture, m.stream, nullptr), cudaSuccess);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(s.degraded(Part::kRecording));
+  EXPECT_FALSE(s.observing());
+  EXPECT_NE(m.Alloc(4 << 20), p);
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  EXPECT_TRUE(s.trace_path().empty());
+}
+
+TEST_F(SessionTest, LiveViewSegmentIsOwnerOnlyAndRemovedAtShutdown) {
+  Session& s = Start(Mode::kUm, [](SessionConfig& c) { c.live_view = true; });
+  const std::string path = "/dev/shm/" + live::SegmentName(::getpid());
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  void* p = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 3 << 20), cudaSuccess);
+  EXPECT_EQ(s.stats().used_bytes.load(), 4u << 20);
+  EXPECT_STREQ(s.stats().mode, "um");
+  ::testing::internal::CaptureStderr();
+  s.Shutdown();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(::stat(path.c_str(), &st), 0);
+  EXPECT_NE(err.find("karma: mode um"), std::string::npos) << err;
+  EXPECT_NE(err.find("peak 4.00 MiB allocated"), std::string::npos) << err;
+}
+
+TEST_F(SessionTest, ThreadsAllocatingAndLaunchingConcurrently) {
+  Session& s = Start(Mode::kRecord);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x9000 + t);
+      for (int i = 0; i < 200; ++i) {
+        void* a = nullptr;
+        void* b = nullptr;
+        if (hook::cudaMallocAsync(&testing::FakeRealMallocAsync, &a, (1 + i % 7) << 18, stream) != cudaSuccess ||
+            hook::cudaMalloc(&testing::FakeRealMalloc, &b, 3 << 20) != cudaSuccess) {
+          failures++;
+        }
+        int n = i;
+        void* args[] = {&a, &b, &b, &n};
+        if (hook::cudaLaunchKernel(&testing::FakeRealLaunch, &kFwd, dim3(1), dim3(1), args, 0, stream) !=
+            cudaSuccess) {
+          failures++;
+        }
+        if (hook::cudaFreeAsync(&testing::FakeRealFreeAsync, a, stream) != cudaSuccess ||
+            hook::cudaFree(&testing::FakeRealFree, b) != cudaSuccess) {
+          failures++;
+        }
+        Fake().CompleteAll();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(s.registry().size(), 0u);
+  EXPECT_EQ(s.arena().usage().live_bytes, 0u);
+  EXPECT_EQ(s.stats().ops.load(), 800u);
+}
+
+}  // namespace
+}  // namespace karma::rt
