@@ -12,7 +12,11 @@
     "memory paging without a plan; off: pass everything through.")                                              \
   X(KARMA_TRACE_DIR, kPath, "karma-traces", "",                                                                 \
     "Directory where recorded iterations (.ktrace) and plans are written; created when missing.")               \
-  X(KARMA_LOG, kEnum, "warn", "error|warn|info|debug", "How much KARMA writes to stderr.")
+  X(KARMA_LOG, kEnum, "warn", "error|warn|info|debug", "How much KARMA writes to stderr.")                      \
+  X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \
+    "Host threads that run optimizer updates (karma_optimizer_create); 0: every CPU the process may use.")     \
+  X(KARMA_HOSTOPT_ISA, kEnum, "auto", "auto|avx512|avx2|scalar",                                                \
+    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")
 
 namespace karma {
 
