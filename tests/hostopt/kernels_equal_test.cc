@@ -1,5 +1,6 @@
 // The AVX2 and AVX-512 kernels, split into blocks over 1 to 5 threads, give the scalar reference's bits for
-// every algorithm and option, fp32 and bf16, odd lengths, misaligned arrays and special values.
+// every algorithm and option, fp32 and bf16, odd lengths, misaligned arrays and special values. Blocks of
+// 4096 elements reach the prefetching main loop (it stops 512 elements before a block ends).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -213,7 +214,7 @@ TEST_P(KernelsEqualReference, BitForBitOverStepsThreadsAndBlocks) {
   if (!IsaSupported(p.isa)) GTEST_SKIP() << IsaName(p.isa) << " is not available on this CPU";
   constexpr int kSteps = 3;
   for (int threads : {1, 2, 3, 5}) {
-    for (size_t block : {size_t{64}, size_t{192}}) {
+    for (size_t block : {size_t{64}, size_t{192}, size_t{4096}}) {
       Trial ref_run = Make(Isa::kScalar, 1, 1 << 16, p.config.hp, p.dtype, p.specials);
       Trial vec_run = Make(p.isa, threads, block, p.config.hp, p.dtype, p.specials);
       for (int step = 0; step < kSteps; ++step) {
