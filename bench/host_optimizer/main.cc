@@ -161,6 +161,41 @@ std::string Count(size_t n) {
   return fmt::format("{}", n);
 }
 
+// The triad's arrays, kept for the whole run: every optimizer measurement is interleaved with triad runs on
+// the same threads, so both see the same machine (other processes on a shared machine come and go).
+struct TriadArrays {
+  HostBuffer a, b, c;
+  size_t n = 0;
+  double Run(ThreadPool& pool, bool streaming) {
+    const auto start = Clock::now();
+    Triad(pool, a.as<double>(), b.as<double>(), c.as<double>(), n, 3.0, streaming);
+    return Seconds(Clock::now() - start);
+  }
+  double GBs(double seconds) const { return 24.0 * static_cast<double>(n) / seconds / 1e9; }
+};
+
+struct Paired {
+  Measurement step;
+  double triad_best_s = 0;
+};
+
+// Alternates one optimizer step and one streaming triad, after a warm-up of each.
+template <typename Fn>
+Paired TimeInterleaved(int reps, ThreadPool& pool, TriadArrays& triad, Fn&& step) {
+  step();
+  triad.Run(pool, true);
+  std::vector<double> t;
+  double triad_best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    step();
+    t.push_back(Seconds(Clock::now() - start));
+    triad_best = std::min(triad_best, triad.Run(pool, true));
+  }
+  std::sort(t.begin(), t.end());
+  return {{t.front(), t[t.size() / 2]}, triad_best};
+}
+
 int Main(const Options& opt) {
   const hostopt::Isa isa = hostopt::BestIsa();
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -174,8 +209,7 @@ int Main(const Options& opt) {
     }
     sizes.push_back(*n);
   }
-  // STREAM's rule: each array at least 4 times the last-level cache, so the triad measures memory.
-  size_t triad_n = opt.triad_elems ? opt.triad_elems : std::max<size_t>(4 * static_cast<size_t>(l3), 64 << 20) / 8;
+  const int max_threads = *std::max_element(opt.threads.begin(), opt.threads.end());
   const int reps = opt.reps > 0 ? opt.reps : (opt.quick ? 3 : 5);
   fmt::print("host optimizer benchmark: kernels {}, L3 {}, memory available {}\n", hostopt::IsaName(isa),
              FormatBytes(static_cast<uint64_t>(l3)), FormatBytes(hostopt::AvailableMemoryBytes()));
@@ -183,53 +217,52 @@ int Main(const Options& opt) {
              "parameter, SGD with momentum 20, bf16 Adam 28); best of {} timed steps after a warm-up step.\n\n",
              reps);
 
-  // ---- STREAM triad
-  std::map<int, double> triad_gbs;
+  // ---- STREAM triad. STREAM's rule: each array at least 4 times the last-level cache.
+  TriadArrays triad;
+  triad.n = opt.triad_elems ? opt.triad_elems : std::max<size_t>(4 * static_cast<size_t>(l3), 64 << 20) / 8;
   {
-    const size_t need = 3 * triad_n * sizeof(double);
     const size_t avail = hostopt::AvailableMemoryBytes();
-    if (avail && need + (size_t{1} << 30) > avail) triad_n = (avail - (size_t{1} << 30)) / 3 / sizeof(double) / 2;
-    auto pool1 = ThreadPool::Create(*std::max_element(opt.threads.begin(), opt.threads.end()));
-    if (!pool1.ok()) {
-      fmt::print(stderr, "bench_host_optimizer: {}\n", pool1.status().message());
+    const size_t margin = size_t{1} << 30;
+    if (avail && 3 * triad.n * sizeof(double) + margin > avail) triad.n = (avail - margin) / 6 / sizeof(double);
+    auto pool = ThreadPool::Create(max_threads);
+    if (!pool.ok()) {
+      fmt::print(stderr, "bench_host_optimizer: {}\n", pool.status().message());
       return 1;
     }
-    auto a = HostBuffer::Allocate(triad_n * sizeof(double), pool1->get());
-    auto b = HostBuffer::Allocate(triad_n * sizeof(double), pool1->get());
-    auto c = HostBuffer::Allocate(triad_n * sizeof(double), pool1->get());
-    if (!a.ok() || !b.ok() || !c.ok()) {
-      fmt::print(stderr, "bench_host_optimizer: cannot allocate the triad arrays\n");
-      return 1;
-    }
-    fmt::print("STREAM triad a = b + s*c, 3 arrays of {} doubles ({} each), 24 bytes per element\n", triad_n,
-               FormatBytes(triad_n * sizeof(double)));
-    fmt::print("{:>8} {:>12} {:>10} {:>10}\n", "threads", "stores", "best ms", "GB/s");
-    for (int t : opt.threads) {
-      auto pool = ThreadPool::Create(t);
-      if (!pool.ok()) return 1;
-      FillParallel(**pool, a->as<double>(), triad_n, 0.0);
-      FillParallel(**pool, b->as<double>(), triad_n, 1.0);
-      FillParallel(**pool, c->as<double>(), triad_n, 2.0);
-      for (bool streaming : {false, true}) {
-        Measurement m = Time(std::max(reps, 5), [&] {
-          Triad(**pool, a->as<double>(), b->as<double>(), c->as<double>(), triad_n, 3.0, streaming);
-        });
-        const double gbs = 24.0 * static_cast<double>(triad_n) / m.best_s / 1e9;
-        triad_gbs[t] = std::max(triad_gbs[t], gbs);
-        fmt::print("{:>8} {:>12} {:>10.2f} {:>10.2f}\n", t, streaming ? TriadStreamingName() : "ordinary",
-                   m.best_s * 1e3, gbs);
+    for (HostBuffer* buf : {&triad.a, &triad.b, &triad.c}) {
+      auto r = HostBuffer::Allocate(triad.n * sizeof(double), pool->get());
+      if (!r.ok()) {
+        fmt::print(stderr, "bench_host_optimizer: {}\n", r.status().message());
+        return 1;
       }
+      *buf = std::move(*r);
     }
-    fmt::print("(ordinary stores also read a[] into the cache first: 32 bytes move per 24 counted; streaming\n"
-               "stores move the 24 and prefetch like the optimizer; the larger is the triad bandwidth used below)\n\n");
+    FillParallel(**pool, triad.b.as<double>(), triad.n, 1.0);
+    FillParallel(**pool, triad.c.as<double>(), triad.n, 2.0);
   }
+  fmt::print("STREAM triad a = b + s*c, 3 arrays of {} doubles ({} each), 24 bytes per element\n", triad.n,
+             FormatBytes(triad.n * sizeof(double)));
+  fmt::print("{:>8} {:>12} {:>10} {:>10}\n", "threads", "stores", "best ms", "GB/s");
+  for (int t : opt.threads) {
+    auto pool = ThreadPool::Create(t);
+    if (!pool.ok()) return 1;
+    for (bool streaming : {false, true}) {
+      Measurement m = Time(std::max(reps, 5), [&] { triad.Run(**pool, streaming); });
+      fmt::print("{:>8} {:>12} {:>10.2f} {:>10.2f}\n", t, streaming ? TriadStreamingName() : "ordinary",
+                 m.best_s * 1e3, triad.GBs(m.best_s));
+    }
+  }
+  fmt::print("(ordinary stores also read a[] into the cache first: 32 bytes move per 24 counted; streaming\n"
+             "stores move the 24 and prefetch like the optimizer kernels)\n\n");
 
-  // ---- Optimizer updates
-  fmt::print("{:>18} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10}\n", "variant", "params", "threads", "best ms",
-             "median ms", "Gparam/s", "GB/s");
-  double adam_gbs = 0;
-  int adam_threads = 0;
-  size_t adam_size = 0;
+  // ---- Optimizer updates, each step followed by a streaming triad on the same threads.
+  fmt::print("{:>18} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}\n", "variant", "params", "threads",
+             "best ms", "median ms", "Gparam/s", "GB/s", "triad GB/s", "ratio");
+  struct Chosen {
+    size_t n = 0;
+    int threads = 0;
+    double gbs = 0, triad_gbs = 0;
+  } chosen;
   for (size_t n : sizes) {
     const size_t need = 16 * n;
     const size_t avail = hostopt::AvailableMemoryBytes();
@@ -239,7 +272,7 @@ int Main(const Options& opt) {
                  FormatBytes(need), FormatBytes(avail));
       continue;
     }
-    auto alloc_pool = ThreadPool::Create(*std::max_element(opt.threads.begin(), opt.threads.end()));
+    auto alloc_pool = ThreadPool::Create(max_threads);
     if (!alloc_pool.ok()) return 1;
     Arrays arr;
     for (HostBuffer* buf : {&arr.a, &arr.b, &arr.c, &arr.d}) {
@@ -269,7 +302,7 @@ int Main(const Options& opt) {
           return 1;
         }
         Status step_status;
-        Measurement m = Time(reps, [&] {
+        const Paired m = TimeInterleaved(reps, ho.pool(), triad, [&] {
           Status st = ho.Step();
           if (!st.ok()) step_status = st;
         });
@@ -277,27 +310,27 @@ int Main(const Options& opt) {
           fmt::print(stderr, "bench_host_optimizer: {}\n", step_status.message());
           return 1;
         }
-        const double gbs = static_cast<double>(v.bytes_per_param) * static_cast<double>(n) / m.best_s / 1e9;
-        fmt::print("{:>18} {:>6} {:>8} {:>10.2f} {:>10.2f} {:>10.3f} {:>10.2f}\n", v.name, Count(n), t,
-                   m.best_s * 1e3, m.median_s * 1e3, static_cast<double>(n) / m.best_s / 1e9, gbs);
+        const double gbs = static_cast<double>(v.bytes_per_param) * static_cast<double>(n) / m.step.best_s / 1e9;
+        const double triad_gbs = triad.GBs(m.triad_best_s);
+        fmt::print("{:>18} {:>6} {:>8} {:>10.2f} {:>10.2f} {:>10.3f} {:>10.2f} {:>10.2f} {:>7.3f}\n", v.name,
+                   Count(n), t, m.step.best_s * 1e3, m.step.median_s * 1e3,
+                   static_cast<double>(n) / m.step.best_s / 1e9, gbs, triad_gbs, gbs / triad_gbs);
         std::fflush(stdout);
-        // The figure of the last line: fp32 Adam at the largest size that ran, with the most threads.
-        if (v.algorithm == Algorithm::kAdam && v.dtype == DType::kF32 && (n > adam_size || (n == adam_size && t >= adam_threads))) {
-          adam_gbs = gbs;
-          adam_threads = t;
-          adam_size = n;
-        }
+        // The last line: fp32 Adam at the largest size that ran, with the most threads.
+        const bool adam32 = v.algorithm == Algorithm::kAdam && v.dtype == DType::kF32;
+        if (adam32 && (n > chosen.n || (n == chosen.n && t >= chosen.threads))) chosen = {n, t, gbs, triad_gbs};
       }
     }
   }
-  if (adam_size == 0) {
+  if (chosen.n == 0) {
     fmt::print(stderr, "bench_host_optimizer: no size fitted in memory\n");
     return 1;
   }
-  const double triad = triad_gbs[adam_threads];
-  fmt::print("\nlast line: fp32 Adam at {} parameters with {} thread(s) against the triad with as many threads\n",
-             Count(adam_size), adam_threads);
-  fmt::print("adam_fp32 {:.2f} stream_triad {:.2f} ratio {:.3f}\n", adam_gbs, triad, adam_gbs / triad);
+  fmt::print("\nlast line: fp32 Adam at {} parameters with {} thread(s), and the streaming triad on the same\n"
+             "threads interleaved with its steps\n",
+             Count(chosen.n), chosen.threads);
+  fmt::print("adam_fp32 {:.2f} stream_triad {:.2f} ratio {:.3f}\n", chosen.gbs, chosen.triad_gbs,
+             chosen.gbs / chosen.triad_gbs);
   return 0;
 }
 

@@ -1,4 +1,5 @@
 /* The host-optimizer C API from C: create, groups, tensors, steps, state access, and its errors. */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,8 +164,39 @@ static void test_errors(void) {
   karma_optimizer_destroy(NULL);
 }
 
+/* KARMA_HOSTOPT_THREADS and KARMA_HOSTOPT_ISA fill the fields left 0; explicit fields win. */
+static void test_environment(void) {
+  setenv("KARMA_HOSTOPT_THREADS", "3", 1);
+  setenv("KARMA_HOSTOPT_ISA", "scalar", 1);
+  karma_optimizer* opt = NULL;
+  CHECK(karma_optimizer_create(NULL, &opt) == KARMA_OK);
+  if (opt) {
+    CHECK(karma_optimizer_threads(opt) == 3);
+    CHECK(karma_optimizer_isa(opt) == KARMA_ISA_SCALAR);
+    karma_optimizer_destroy(opt);
+  }
+  karma_opt_config config;
+  memset(&config, 0, sizeof config);
+  config.threads = 1;
+  config.isa = KARMA_ISA_SCALAR;
+  CHECK(karma_optimizer_create(&config, &opt) == KARMA_OK);
+  if (opt) {
+    CHECK(karma_optimizer_threads(opt) == 1);
+    karma_optimizer_destroy(opt);
+  }
+  setenv("KARMA_HOSTOPT_THREADS", "many", 1); /* invalid: a warning, and every CPU */
+  CHECK(karma_optimizer_create(NULL, &opt) == KARMA_OK);
+  if (opt) {
+    CHECK(karma_optimizer_threads(opt) >= 1);
+    karma_optimizer_destroy(opt);
+  }
+  unsetenv("KARMA_HOSTOPT_THREADS");
+  unsetenv("KARMA_HOSTOPT_ISA");
+}
+
 int main(void) {
   test_sgd_and_adam();
+  test_environment();
   test_bf16();
   test_errors();
   if (failures) {
