@@ -99,7 +99,7 @@ karma::Result<ho::Options> OptionsFrom(const karma_opt_config* config) {
   o.threads = c.threads;
   if (o.threads == 0) {
     const int64_t t = env.integer(karma::EnvVar::KARMA_HOSTOPT_THREADS);
-    if (t < 0 || t > 4096) {
+    if (t < 0 || t > ho::kMaxThreads) {
       KARMA_LOG(kWarn, "KARMA_HOSTOPT_THREADS={} is out of range; using every CPU", t);
     } else {
       o.threads = static_cast<int>(t);

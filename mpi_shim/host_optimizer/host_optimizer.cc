@@ -148,7 +148,10 @@ HostOptimizer::HostOptimizer(const Options& options, Isa isa, std::unique_ptr<Th
 HostOptimizer::~HostOptimizer() = default;
 
 Result<std::unique_ptr<HostOptimizer>> HostOptimizer::Create(const Options& options) {
-  if (options.threads < 0) return InvalidArgument("host optimizer: threads must be >= 0 (0: every CPU)");
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    return InvalidArgument("host optimizer: threads must be in [0, " + std::to_string(kMaxThreads) +
+                           "] (0: every CPU), got " + std::to_string(options.threads));
+  }
   if (options.block_elems == 0 || options.block_elems % 64 != 0) {
     return InvalidArgument("host optimizer: block_elems must be a positive multiple of 64, got " +
                            std::to_string(options.block_elems));

@@ -90,8 +90,10 @@ struct TensorState {
   bool momentum_buffer_valid = false;
 };
 
+inline constexpr int kMaxThreads = 4096;
+
 struct Options {
-  int threads = 0;                // 0: every CPU this process may run on
+  int threads = 0;                // 0: every CPU this process may run on; at most kMaxThreads
   Isa isa = Isa::kAuto;           // kAuto: BestIsa()
   size_t block_elems = 1 << 16;   // elements per work item; a multiple of 64
 };

@@ -63,6 +63,8 @@ TEST(HostOptimizer, CreateValidatesOptions) {
   o = Options();
   o.threads = -1;
   EXPECT_EQ(HostOptimizer::Create(o).status().code(), Code::kInvalidArgument);
+  o.threads = kMaxThreads + 1;
+  EXPECT_EQ(HostOptimizer::Create(o).status().code(), Code::kInvalidArgument);
   o = Options();
   auto opt = HostOptimizer::Create(o);
   ASSERT_TRUE(opt.ok());
