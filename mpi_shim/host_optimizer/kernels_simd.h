@@ -106,9 +106,9 @@ struct Simd {
     StoreParam(a, V::Add(p, V::Div(V::Mul(b.neg_step, m), denom)));
   }
 
-  // Software prefetch this many elements ahead in every stream. The hardware prefetchers alone keep too few
-  // lines in flight for the four to six streams of an update: at 200M parameters this gave fp32 Adam about
-  // +25 % on one thread and +20 % on two (256 to 768 elements measured alike; 1024 was worse).
+  // Software prefetch this many elements ahead in every stream, so that more lines are in flight for the four
+  // to six streams of an update than the hardware prefetchers keep. On the shared development machine fp32
+  // Adam at 200M parameters gained between nothing and 25 % (256 to 768 elements alike; 1024 was worse).
   static constexpr size_t kPrefetch = 512;
 
   template <typename T>
