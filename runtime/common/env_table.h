@@ -24,7 +24,11 @@
   X(KARMA_ARENA_SEGMENT, kBytes, "256MiB", "",                                                                  \
     "Size of each managed-memory segment the allocation arena reserves (larger requests get their own).")       \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
-    "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")
+    "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
+  X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \
+    "Host threads that run optimizer updates (karma_optimizer_create); 0: every CPU the process may use.")     \
+  X(KARMA_HOSTOPT_ISA, kEnum, "auto", "auto|avx512|avx2|scalar",                                                \
+    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")
 
 namespace karma {
 
