@@ -32,5 +32,7 @@ void RegisterTables(CLI::App& app, Action* selected);   // ops, buffers
 void RegisterMemory(CLI::App& app, Action* selected);
 void RegisterConvert(CLI::App& app, Action* selected);  // import, export
 void RegisterEnv(CLI::App& app, Action* selected);
+void RegisterSimulate(CLI::App& app, Action* selected);  // simulate, compare
+void RegisterPlan(CLI::App& app, Action* selected);
 
 }  // namespace karma::tools

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   RegisterMemory(app, &selected);
   RegisterConvert(app, &selected);
   RegisterEnv(app, &selected);
+  RegisterSimulate(app, &selected);
+  RegisterPlan(app, &selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
