@@ -78,4 +78,18 @@ AccessModel BuildAccessModel(const trace::Iteration& it) {
   return m;
 }
 
+LargestOp FindLargestOp(const trace::Iteration& it, const AccessModel& access) {
+  LargestOp largest;
+  for (size_t i = 0; i < access.ops.size(); ++i) {
+    const OpAccess& op = access.ops[i];
+    uint64_t bytes = 0;
+    for (trace::BufferId b : op.reads) bytes += it.buffers[b].bytes;
+    for (trace::BufferId b : op.writes) {
+      if (std::find(op.reads.begin(), op.reads.end(), b) == op.reads.end()) bytes += it.buffers[b].bytes;
+    }
+    if (largest.op == trace::kNone || bytes > largest.bytes) largest = {static_cast<trace::OpId>(i), bytes};
+  }
+  return largest;
+}
+
 }  // namespace karma::policy

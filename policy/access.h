@@ -39,4 +39,12 @@ AccessModel BuildAccessModel(const trace::Iteration& it);
 // Recompute re-runs forward ops only.
 bool IsForward(const trace::Op& op);
 
+// The op whose own buffers (reads and writes) take the most bytes: no plan at tensor granularity runs the
+// iteration in less.
+struct LargestOp {
+  trace::OpId op = trace::kNone;
+  uint64_t bytes = 0;
+};
+LargestOp FindLargestOp(const trace::Iteration& it, const AccessModel& access);
+
 }  // namespace karma::policy

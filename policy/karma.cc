@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "policy/strategies.h"
 #include "runtime/common/units.h"
@@ -83,49 +86,70 @@ void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const
   for (size_t x = 0; x < nbuf; ++x) {
     if (owner[x] >= 0) crossing[x] = CrossesEnd(m, static_cast<trace::BufferId>(x), blocks[static_cast<size_t>(owner[x])]);
   }
-  auto available = [&] {
-    std::vector<bool> a(nbuf);
-    for (size_t x = 0; x < nbuf; ++x) a[x] = !dropped[x] && (m.saved[x] || crossing[x]);
-    return a;
+  std::vector<bool> available(nbuf);
+  for (size_t x = 0; x < nbuf; ++x) available[x] = !dropped[x] && (m.saved[x] || crossing[x]);
+  auto set_dropped = [&](trace::BufferId x, bool d) {
+    dropped[x] = d;
+    available[x] = !d && (m.saved[x] || crossing[x]);
   };
+  // Problem 2 at layer granularity: cheap values (rebuilt for less than a fraction of their swap-in time, like
+  // normalization, activation and pooling outputs) are dropped and rebuilt from the heavy layers' outputs — in
+  // swapped blocks instead of crossing the link, and optionally in kept blocks to make room. They are grouped by
+  // the heavy layer before them, so each rebuild runs right before its backward use.
+  struct Group {
+    std::vector<trace::BufferId> targets;
+    int block;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!targets[i].empty()) groups.push_back({targets[i], static_cast<int>(i)});
+  }
   if (options.cheap_recompute_ratio > 0) {
-    // Cheap values in swapped blocks: rebuilt from what is swapped back instead of crossing the link.
+    std::vector<uint32_t> segment_of(m.forward_end, 0);
+    for (uint32_t op = 0, seg = 0; op < m.forward_end; ++op) {
+      if (op > 0 && IsComputeIntensive(in.access.kinds[op])) ++seg;
+      segment_of[op] = seg;
+    }
+    std::map<uint32_t, size_t> group_of_segment;
     for (size_t x = 0; x < nbuf; ++x) {
       const int o = owner[x];
-      if (o < 0 || !m.saved[x] || blocks[static_cast<size_t>(o)].mode != BlockMode::kSwap) continue;
+      if (o < 0 || !m.saved[x] || dropped[x]) continue;
+      const BlockMode mode = blocks[static_cast<size_t>(o)].mode;
+      if (mode != BlockMode::kSwap && !(mode == BlockMode::kKeep && options.cheap_in_kept_blocks)) continue;
       const auto id = static_cast<trace::BufferId>(x);
       if (CrossesEnd(m, id, blocks[static_cast<size_t>(o)])) continue;
-      auto ops = ResolveRecompute(m, {id}, m.first_later_use[x], available());
+      auto ops = ResolveRecompute(m, {id}, m.first_later_use[x], available);
       if (!ops.ok()) continue;
       const double swap_s = static_cast<double>(in.it->buffers[x].bytes) / in.hw.h2d_bw;
-      if (SecondsOf(m, *ops) < options.cheap_recompute_ratio * swap_s) {
-        dropped[x] = true;
-        targets[static_cast<size_t>(o)].push_back(id);
-      }
+      if (SecondsOf(m, *ops) >= options.cheap_recompute_ratio * swap_s) continue;
+      set_dropped(id, true);
+      const uint32_t seg = segment_of[LastForwardWrite(m, id)];
+      auto [it, fresh] = group_of_segment.try_emplace(seg, groups.size());
+      if (fresh) groups.push_back({{}, o});
+      groups[it->second].targets.push_back(id);
     }
   }
-  // One recompute per block, before the first backward use of what it rebuilds. Blocks are resolved from the
-  // last one back, so a failure can return a block's values to the swapped set before earlier blocks look.
-  for (size_t i = blocks.size(); i-- > 0;) {
-    std::vector<trace::BufferId>& t = targets[i];
-    if (t.empty()) continue;
-    // What cannot be rebuilt without disturbing a value that stays is swapped with the rest of the block.
-    RecomputeSet r = ResolveRecomputeKeeping(m, t, FirstNeed(m, t), available());
-    for (trace::BufferId x : r.kept) dropped[x] = false;
+  // One recompute per group, before the first backward use of what it rebuilds. What cannot be rebuilt
+  // without disturbing a value that stays goes back to its block's treatment (swapped, or kept).
+  for (size_t gi = groups.size(); gi-- > 0;) {
+    std::vector<trace::BufferId>& t = groups[gi].targets;
+    const size_t i = static_cast<size_t>(groups[gi].block);
+    RecomputeSet r = ResolveRecomputeKeeping(m, t, FirstNeed(m, t), available);
+    for (trace::BufferId x : r.kept) set_dropped(x, false);
     t = r.rebuilt;
     const uint32_t need = FirstNeed(m, t);
     auto ops = t.empty() ? Result<std::vector<trace::OpId>>(Infeasible("nothing to rebuild"))
-                         : ResolveRecompute(m, t, need, available());
+                         : ResolveRecompute(m, t, need, available);
     if (!ops.ok()) {
-      for (trace::BufferId x : t) dropped[x] = false;
+      for (trace::BufferId x : t) set_dropped(x, false);
       t.clear();
       if (blocks[i].mode == BlockMode::kRecompute) blocks[i].mode = BlockMode::kSwap;
       continue;
     }
     b.Recompute(std::move(ops).value(), need, static_cast<int>(i));
   }
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    for (trace::BufferId x : targets[i]) DropForRecompute(m, b, x, static_cast<int>(i));
+  for (const Group& g : groups) {
+    for (trace::BufferId x : g.targets) DropForRecompute(m, b, x, g.block);
   }
   // Evicted blocks swap what they do not rebuild: the gap from the last forward use to the next use (a
   // backward op, or a later block's recompute that reads it as its checkpoint).
@@ -217,7 +241,7 @@ std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& 
     std::vector<Block> trial = blocks;
     for (size_t i = 0; i < evicted; ++i) trial[i].mode = BlockMode::kSwap;
     PlanBuilder b(in, "karma");
-    AddBlockDecisions(m, trial, {}, b);
+    AddBlockDecisions(m, trial, options.plan, b);
     return PeakOf(b.LatestRestoreMemory()) <= in.capacity;
   };
   size_t lo = 0, hi = blocks.size();
@@ -281,6 +305,11 @@ Result<Plan> PlanKarma(const SimInput& in) {
     incore->note = "fits in core";
     return incore;
   }
+  if (const LargestOp big = FindLargestOp(*in.it, in.access); big.bytes > in.capacity) {
+    return Infeasible(fmt::format("op {} ({}) alone touches {}, more than the capacity {}: no plan that moves whole "
+                                  "buffers can run it", big.op, in.it->ops[big.op].name, FormatBytes(big.bytes),
+                                  FormatBytes(in.capacity)));
+  }
   const PlanningModel m = BuildPlanningModel(in);
   uint64_t total_saved = 0;
   for (size_t x = 0; x < in.it->buffers.size(); ++x) {
@@ -297,21 +326,41 @@ Result<Plan> PlanKarma(const SimInput& in) {
     p->note = note;
     KeepFaster(best, std::move(p).value(), in);
   };
-  for (uint32_t nblocks : {4u, 8u, 16u, 32u}) {
-    const uint64_t target = total_saved / nblocks;
-    const std::vector<Block> base = SolveBlocking(m, {target, 0});
-    for (double ratio : {0.0, 0.5, 1.0, 2.0, 8.0}) {
-      std::vector<Block> blocks = base;
-      SelectRecompute(m, blocks, {ratio});
-      for (double cheap : {0.0, 0.5}) {
-        consider(BuildKarmaPlan(m, blocks, {cheap}),
-                 fmt::format("{} blocks of ~{}, recompute below {}x swap-in{}", blocks.size(), FormatBytes(target),
-                             ratio, cheap > 0 ? ", cheap layers rebuilt" : ""));
+  // Problem 1 is solved under two assumptions about problem 2 at layer granularity (none, or the one the plan
+  // uses), which changes how many blocks must leave; identical decisions are simulated once.
+  const KarmaPlanOptions layer_options[] = {{0, false}, {0.5, false}, {0.5, true}, {2, true}};
+  std::set<std::pair<std::vector<uint8_t>, size_t>> tried;
+  std::map<std::tuple<uint32_t, double, bool>, std::vector<Block>> blockings;  // (blocks, assumed options)
+  for (size_t li = 0; li < std::size(layer_options); ++li) {
+    const KarmaPlanOptions& lo = layer_options[li];
+    for (uint32_t nblocks : {4u, 8u, 16u, 32u}) {
+      const uint64_t target = total_saved / nblocks;
+      for (const KarmaPlanOptions& assumed : {KarmaPlanOptions{}, lo}) {
+        const auto key = std::make_tuple(nblocks, assumed.cheap_recompute_ratio, assumed.cheap_in_kept_blocks);
+        auto found = blockings.find(key);
+        if (found == blockings.end()) found = blockings.emplace(key, SolveBlocking(m, {target, 0, assumed})).first;
+        const std::vector<Block>& base = found->second;
+        for (double ratio : {0.0, 0.5, 1.0, 2.0, 8.0}) {
+          std::vector<Block> blocks = base;
+          SelectRecompute(m, blocks, {ratio});
+          std::vector<uint8_t> modes;
+          for (const Block& blk : blocks) modes.push_back(static_cast<uint8_t>(blk.mode));
+          modes.push_back(static_cast<uint8_t>(nblocks));
+          if (!tried.insert({modes, li}).second) continue;
+          consider(BuildKarmaPlan(m, blocks, lo),
+                   fmt::format("{} blocks of ~{}, recompute below {}x swap-in{}", blocks.size(), FormatBytes(target),
+                               ratio,
+                               lo.cheap_recompute_ratio == 0 ? ""
+                               : lo.cheap_in_kept_blocks
+                                   ? fmt::format(", cheap layers (< {}x swap-in) rebuilt", lo.cheap_recompute_ratio)
+                                   : fmt::format(", cheap layers (< {}x swap-in) of swapped blocks rebuilt",
+                                                 lo.cheap_recompute_ratio)));
+        }
       }
     }
   }
-  consider(PlanCapacity(in), "capacity-based swapping only");
   consider(PlanCheckpoint(in), "checkpointing only");
+  consider(PlanCapacity(in), "capacity-based swapping only");  // last: its reason says where memory runs out
   if (best.plan.strategy.empty()) return Infeasible(why);
   if (!best.sim.feasible) return Infeasible(best.sim.reason);
   return best.plan;

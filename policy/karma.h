@@ -27,6 +27,14 @@ std::vector<uint32_t> BlockCuts(const PlanningModel& m);
 std::vector<Block> BlocksFromCuts(const PlanningModel& m, const std::vector<uint32_t>& starts);
 BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, size_t index);
 
+struct KarmaPlanOptions {
+  // Problem 2 at layer granularity: within swapped blocks, rebuild a value instead of swapping it when that
+  // costs less than this fraction of its swap-in time (cheap layers: normalization, activation, pooling);
+  // 0 disables.
+  double cheap_recompute_ratio = 0;
+  bool cheap_in_kept_blocks = false;  // also drop and rebuild cheap values of kept blocks, to make room
+};
+
 // Problem 1. Splits the forward layers into blocks of consecutive layers, each holding about
 // `target_block_bytes` of saved data, and evicts blocks (kSwap) from the first one on — the data the backward
 // pass needs last — until the plan with every evicted block swapped fits the capacity (capacity-based
@@ -34,6 +42,7 @@ BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, siz
 struct BlockingOptions {
   uint64_t target_block_bytes = 0;
   uint32_t extra_evicted = 0;  // evict this many blocks beyond the first that fit (trades transfer for room)
+  KarmaPlanOptions plan;       // the layer-granularity recompute the capacity test assumes
 };
 std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& options);
 
@@ -45,11 +54,6 @@ struct RecomputeOptions {
 };
 void SelectRecompute(const PlanningModel& m, std::vector<Block>& blocks, const RecomputeOptions& options);
 
-struct KarmaPlanOptions {
-  // Within swapped blocks, rebuild a value instead of swapping it when that costs less than this fraction of
-  // its swap-in time (cheap layers: normalization, activation, pooling); 0 disables.
-  double cheap_recompute_ratio = 0;
-};
 // The executable plan for blocks with modes: kSwap data goes out after its last forward use and comes back
 // first-in first-out as early as capacity allows; kRecompute blocks drop what they rebuild, keep (or swap,
 // when they are evicted) what crosses into later blocks, and re-run their forward ops before their backward

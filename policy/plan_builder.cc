@@ -19,28 +19,27 @@ uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
   return k < seq.size() ? seq[k].op : static_cast<uint32_t>(seq.back().op);
 }
 
-// Items using each buffer, in sequence order, and whether each use writes without reading.
-struct Use {
-  uint32_t item;
-  bool pure_write;
-  bool writes;
-};
-std::vector<std::vector<Use>> UsesOf(const SimInput& in, const std::vector<ComputeItem>& seq) {
-  std::vector<std::vector<Use>> uses(in.it->buffers.size());
-  for (uint32_t k = 0; k < seq.size(); ++k) {
-    const OpAccess& a = in.access.ops[seq[k].op];
-    for (trace::BufferId b : a.reads) {
-      const bool w = std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end();
-      uses[b].push_back({k, false, w});
-    }
-    for (trace::BufferId b : a.writes) {
-      if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) uses[b].push_back({k, true, true});
-    }
-  }
-  return uses;
-}
-
 }  // namespace
+
+SequenceUses::SequenceUses(const SimInput& in, const std::vector<ComputeItem>& seq)
+    : offset_(in.it->buffers.size() + 1, 0) {
+  auto each = [&](auto&& visit) {
+    for (uint32_t k = 0; k < seq.size(); ++k) {
+      const OpAccess& a = in.access.ops[seq[k].op];
+      for (trace::BufferId b : a.reads) {
+        visit(b, BufferUse{k, false, std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end()});
+      }
+      for (trace::BufferId b : a.writes) {
+        if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) visit(b, BufferUse{k, true, true});
+      }
+    }
+  };
+  each([&](trace::BufferId b, const BufferUse&) { offset_[b + 1]++; });
+  std::partial_sum(offset_.begin(), offset_.end(), offset_.begin());
+  uses_.resize(offset_.back());
+  std::vector<uint32_t> fill(offset_.begin(), offset_.end() - 1);
+  each([&](trace::BufferId b, const BufferUse& u) { uses_[fill[b]++] = u; });
+}
 
 std::vector<uint32_t> OpPositions(const std::vector<ComputeItem>& seq, size_t num_ops) {
   std::vector<uint32_t> pos(num_ops, 0);
@@ -60,20 +59,22 @@ std::vector<uint64_t> StaticMemory(const SimInput& in, const Plan& plan) {
   std::vector<bool> host_home(it.buffers.size(), false);
   for (trace::BufferId b : plan.host_resident) host_home[b] = true;
 
-  enum Type { kUse, kOverwrite, kFree, kAlloc };
-  std::vector<std::vector<std::pair<int64_t, Type>>> ev(it.buffers.size());
-  for (uint32_t k = 0; k < n; ++k) {
-    const OpAccess& a = in.access.ops[seq[k].op];
-    for (trace::BufferId b : a.reads) ev[b].push_back({UseKey(k), kUse});
-    for (trace::BufferId b : a.writes) {
-      if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) ev[b].push_back({UseKey(k), kOverwrite});
-    }
-  }
+  // Copy actions per buffer (anchor keys are odd or -1, use keys even: no ties with uses).
+  struct ActionEvent {
+    trace::BufferId buffer;
+    int64_t key;
+    bool alloc;
+  };
+  std::vector<ActionEvent> actions;
   for (const Action& a : plan.actions) {
     if (a.kind == ActionKind::kRecompute || a.buffer >= it.buffers.size()) continue;
     if (a.kind == ActionKind::kSwapOut && a.keep) continue;
-    ev[a.buffer].push_back({AnchorKey(a.after, pos), a.kind == ActionKind::kSwapIn ? kAlloc : kFree});
+    actions.push_back({a.buffer, AnchorKey(a.after, pos), a.kind == ActionKind::kSwapIn});
   }
+  std::stable_sort(actions.begin(), actions.end(), [](const ActionEvent& x, const ActionEvent& y) {
+    return x.buffer != y.buffer ? x.buffer < y.buffer : x.key < y.key;
+  });
+  const SequenceUses uses(in, seq);
   auto add = [&](int64_t from, int64_t to, uint64_t bytes) {
     if (to < from) to = from;
     from = std::clamp<int64_t>(from, 0, static_cast<int64_t>(n) - 1);
@@ -81,31 +82,41 @@ std::vector<uint64_t> StaticMemory(const SimInput& in, const Plan& plan) {
     delta[static_cast<size_t>(from)] += static_cast<int64_t>(bytes);
     delta[static_cast<size_t>(to) + 1] -= static_cast<int64_t>(bytes);
   };
+  size_t next_action = 0;
   for (size_t b = 0; b < it.buffers.size(); ++b) {
-    auto& e = ev[b];
-    std::stable_sort(e.begin(), e.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    const auto id = static_cast<trace::BufferId>(b);
     const uint64_t bytes = it.buffers[b].bytes;
     const bool persistent = in.access.persistent[b];
     bool resident = persistent && !host_home[b];
     int64_t start = 0, last_use = -1;
-    for (const auto& [key, type] : e) {
-      if (type == kUse || type == kOverwrite) {
+    const std::span<const BufferUse> u = uses.of(id);
+    size_t ui = 0;
+    while (next_action < actions.size() && actions[next_action].buffer < id) ++next_action;
+    while (ui < u.size() || (next_action < actions.size() && actions[next_action].buffer == id)) {
+      const bool take_use = ui < u.size() && (next_action >= actions.size() || actions[next_action].buffer != id ||
+                                              UseKey(u[ui].item) < actions[next_action].key);
+      if (take_use) {
+        const BufferUse& use = u[ui++];
+        const int64_t item = use.item;
         // A non-persistent value nobody reads again is freed after its last use, before being overwritten.
-        if (type == kOverwrite && resident && !persistent && last_use >= 0) {
+        if (use.pure_write && resident && !persistent && last_use >= 0) {
           add(start, last_use, bytes);
           resident = false;
         }
         if (!resident) {
           resident = true;
-          start = key / 2;
+          start = item;
         }
-        last_use = key / 2;
-      } else if (type == kFree) {
-        if (resident) add(start, key / 2, bytes);
+        last_use = item;
+        continue;
+      }
+      const ActionEvent& a = actions[next_action++];
+      if (!a.alloc) {
+        if (resident) add(start, a.key / 2, bytes);
         resident = false;
       } else if (!resident) {
         resident = true;
-        start = (key + 1) / 2;
+        start = (a.key + 1) / 2;
       }
     }
     if (!resident) continue;
@@ -165,7 +176,7 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
   plan.actions = recomputes_;
   const std::vector<ComputeItem> seq = ComputeSequence(plan, it.ops.size());
   const std::vector<uint32_t> pos = OpPositions(seq, it.ops.size());
-  const std::vector<std::vector<Use>> uses = UsesOf(in_, seq);
+  const SequenceUses uses(in_, seq);
 
   // Every eviction of every buffer, the host-resident ones' arrival and departure included.
   struct Gap {
@@ -177,15 +188,16 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
     if (e.buffer < it.buffers.size()) gaps[e.buffer].push_back({e, false});
   }
   for (size_t b = 0; b < it.buffers.size(); ++b) {
-    if (!host_home_[b] || uses[b].empty()) continue;
+    const std::span<const BufferUse> u = uses.of(static_cast<trace::BufferId>(b));
+    if (!host_home_[b] || u.empty()) continue;
     Gap arrive;
     arrive.from_start = true;
     arrive.e.buffer = static_cast<trace::BufferId>(b);
-    arrive.e.need = OwnOpAtOrAfter(seq, uses[b].front().item);
+    arrive.e.need = OwnOpAtOrAfter(seq, u.front().item);
     gaps[b].push_back(arrive);
     Gap leave;
     leave.e.buffer = static_cast<trace::BufferId>(b);
-    leave.e.after = static_cast<int32_t>(OwnOpAtOrAfter(seq, uses[b].back().item));
+    leave.e.after = static_cast<int32_t>(OwnOpAtOrAfter(seq, u.back().item));
     gaps[b].push_back(leave);
   }
 
@@ -212,8 +224,8 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
       const int64_t key = g.from_start ? -1 : AnchorKey(g.e.after, pos);
       // The value on the device at the eviction, and the next use after it.
       int64_t device_value = -1;
-      const Use* next = nullptr;
-      for (const Use& u : uses[b]) {
+      const BufferUse* next = nullptr;
+      for (const BufferUse& u : uses.of(id)) {
         if (UseKey(u.item) < key) {
           if (u.writes) device_value = u.item;
         } else if (next == nullptr) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,25 @@
 #include "policy/simulator.h"
 
 namespace karma::policy {
+
+// Every use of every buffer in a compute sequence, grouped by buffer in sequence order (flat storage: planning
+// builds these for every candidate).
+struct BufferUse {
+  uint32_t item;    // index into the compute sequence
+  bool pure_write;  // overwrites the buffer without reading it
+  bool writes;
+};
+class SequenceUses {
+ public:
+  SequenceUses(const SimInput& in, const std::vector<ComputeItem>& seq);
+  std::span<const BufferUse> of(trace::BufferId b) const {
+    return {uses_.data() + offset_[b], uses_.data() + offset_[b + 1]};
+  }
+
+ private:
+  std::vector<uint32_t> offset_;
+  std::vector<BufferUse> uses_;
+};
 
 // Device bytes allocated while each compute item runs when every copy were instantaneous at its anchor
 // (swap-outs and discards free right after their op, swap-ins allocate right after theirs): the memory

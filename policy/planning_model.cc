@@ -99,13 +99,16 @@ PlanningModel BuildPlanningModel(const SimInput& in) {
 Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const std::vector<trace::BufferId>& targets,
                                                   uint32_t before, const std::vector<bool>& available) {
   const AccessModel& acc = m.in->access;
-  std::set<uint32_t> ops;
-  std::vector<std::pair<trace::BufferId, uint32_t>> work;  // (buffer, the value it must hold)
-  std::set<std::pair<trace::BufferId, uint32_t>> queued;
-  for (trace::BufferId t : targets) {
-    const uint32_t v = ValueBefore(m, t, before);
-    if (queued.insert({t, v}).second) work.push_back({t, v});
-  }
+  // Chains are short: flat vectors beat node-based sets here (planning resolves thousands of them).
+  std::vector<uint32_t> ops;
+  std::vector<std::pair<trace::BufferId, uint32_t>> queued;  // (buffer, the value it must hold)
+  std::vector<std::pair<trace::BufferId, uint32_t>> work;
+  auto enqueue = [&](trace::BufferId b, uint32_t v) {
+    if (std::find(queued.begin(), queued.end(), std::make_pair(b, v)) != queued.end()) return;
+    queued.emplace_back(b, v);
+    work.emplace_back(b, v);
+  };
+  for (trace::BufferId t : targets) enqueue(t, ValueBefore(m, t, before));
   while (!work.empty()) {
     const auto [b, v] = work.back();
     work.pop_back();
@@ -116,30 +119,34 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
       return Infeasible(fmt::format("buffer {} is written by op {} ({}), which cannot be re-run", b, v,
                                     m.in->it->ops[v].name));
     }
-    if (!ops.insert(v).second) continue;
+    if (std::find(ops.begin(), ops.end(), v) != ops.end()) continue;
+    ops.push_back(v);
     const OpAccess& a = acc.ops[v];
     for (size_t i = 0; i < a.reads.size(); ++i) {
       const trace::BufferId r = a.reads[i];
       const uint32_t rv = acc.read_from[v][i];
       const bool rebuilt_here = std::find(targets.begin(), targets.end(), r) != targets.end();
       if (!rebuilt_here && (acc.persistent[r] || available[r]) && ValueBefore(m, r, before) == rv) continue;
-      if (queued.insert({r, rv}).second) work.push_back({r, rv});
+      enqueue(r, rv);
     }
   }
-  std::vector<trace::OpId> list(ops.begin(), ops.end());
+  std::sort(ops.begin(), ops.end());
   // Re-running an op rewrites all its outputs: a resident one must come out with the value it holds.
-  std::vector<uint32_t> last_writer_in_list(m.in->it->buffers.size(), kInitialValue);
-  for (uint32_t op : list) {
-    for (trace::BufferId w : acc.ops[op].writes) last_writer_in_list[w] = op;
-  }
-  for (uint32_t op : list) {
-    for (trace::BufferId w : acc.ops[op].writes) {
-      if (available[w] && ValueBefore(m, w, before) != last_writer_in_list[w]) {
-        return Infeasible(fmt::format("re-running op {} would overwrite buffer {}, which holds a later value", op, w));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (trace::BufferId w : acc.ops[ops[i]].writes) {
+      if (!available[w]) continue;
+      uint32_t last = ops[i];
+      for (size_t j = i + 1; j < ops.size(); ++j) {
+        const auto& ws = acc.ops[ops[j]].writes;
+        if (std::find(ws.begin(), ws.end(), w) != ws.end()) last = ops[j];
+      }
+      if (ValueBefore(m, w, before) != last) {
+        return Infeasible(fmt::format("re-running op {} would overwrite buffer {}, which holds a later value", ops[i],
+                                      w));
       }
     }
   }
-  return list;
+  return ops;
 }
 
 RecomputeSet ResolveRecomputeKeeping(const PlanningModel& m, const std::vector<trace::BufferId>& targets,
@@ -182,23 +189,12 @@ std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& builder, bo
   const std::vector<ComputeItem> seq = builder.Sequence();
   const std::vector<uint32_t> pos = OpPositions(seq, in.it->ops.size());
   const int64_t n = static_cast<int64_t>(seq.size());
-  struct U {
-    uint32_t item;
-    bool pure_write;
-  };
-  std::vector<std::vector<U>> uses(in.it->buffers.size());
-  for (uint32_t k = 0; k < seq.size(); ++k) {
-    const OpAccess& a = in.access.ops[seq[k].op];
-    for (trace::BufferId b : a.reads) uses[b].push_back({k, false});
-    for (trace::BufferId b : a.writes) {
-      if (uses[b].empty() || uses[b].back().item != k) uses[b].push_back({k, true});
-    }
-  }
+  const SequenceUses all_uses(in, seq);
   std::set<std::pair<trace::BufferId, int32_t>> evicted;
   for (const PlanBuilder::Eviction& e : builder.evictions()) evicted.insert({e.buffer, e.after});
   std::vector<Gap> gaps;
-  for (size_t b = 0; b < uses.size(); ++b) {
-    const auto& u = uses[b];
+  for (size_t b = 0; b < in.it->buffers.size(); ++b) {
+    const std::span<const BufferUse> u = all_uses.of(static_cast<trace::BufferId>(b));
     if (u.empty() || in.it->buffers[b].bytes == 0) continue;
     const bool persistent = in.access.persistent[b];
     if (persistent && !wrap) continue;

@@ -81,7 +81,7 @@ class Simulation {
   void SetUsed(uint64_t used) {
     used_ = used;
     r_.peak_bytes = std::max(r_.peak_bytes, used_);
-    if (!opt_.record_memory) return;
+    if (!opt_.record_memory || (!r_.memory.empty() && r_.memory.back().second == used_)) return;
     if (!r_.memory.empty() && r_.memory.back().first == now_) r_.memory.back().second = used_;
     else r_.memory.emplace_back(now_, used_);
   }

@@ -100,8 +100,10 @@ std::vector<Stage> BuildStages(const SimInput& in, const Plan& plan, const SimRe
     const ComputeItem& c = sim.sequence[e.index];
     Stage s;
     if (c.action != trace::kNone) {
+      // One recompute is one stage, named by the plan's block or by where the last op it re-runs lies.
+      const Action& a = plan.actions[c.action];
       s.kind = Stage::kRecompute;
-      s.block = plan.actions[c.action].block >= 0 ? plan.actions[c.action].block : forward_block(c.op);
+      s.block = a.block >= 0 ? a.block : forward_block(a.ops.back());
     } else if (it.ops[c.op].phase == trace::Phase::kForward) {
       s.kind = Stage::kForward;
       s.block = forward_block(c.op);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "policy/access.h"
 #include "policy/checker.h"
 #include "policy/cost_model.h"
 #include "policy/hw_profile.h"
@@ -50,11 +51,27 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::string gpu = "v100-16g-pcie3", markdown;
   std::vector<double> ks = {1.5, 2, 3, 4, 6};
+  std::string k_list, heading;
+  bool append = false;
   app.add_option("FILES", files, "karma-graph or .ktrace files (default: the shared workloads)");
   app.add_option("--gpu", gpu, "hardware profile")->capture_default_str();
-  app.add_option("--k", ks, "pressure factors")->delimiter(',')->capture_default_str();
+  app.add_option("--k", k_list, "pressure factors, comma-separated (default 1.5,2,3,4,6)");
   app.add_option("--markdown", markdown, "also write the tables as markdown to this file");
+  app.add_flag("--append", append, "append to the markdown file (a further set of workloads) instead of replacing it");
+  app.add_option("--heading", heading, "markdown section heading for this set of workloads");
   CLI11_PARSE(app, argc, argv);
+  if (!k_list.empty()) {
+    ks.clear();
+    for (const std::string& part : CLI::detail::split(k_list, ',')) {
+      char* end = nullptr;
+      const double k = std::strtod(part.c_str(), &end);
+      if (end == part.c_str() || *end != '\0' || !(k > 0)) {
+        fmt::print(stderr, "bench_planner: --k: '{}' is not a positive number\n", part);
+        return 2;
+      }
+      ks.push_back(k);
+    }
+  }
   if (files.empty()) {
     for (const char* w : {"resnet50-b128.json", "vgg16-b64.json", "gpt2small-b8-s1024.json"}) {
       files.push_back(std::string(KARMA_SOURCE_DIR) + "/tests/data/workloads/" + w);
@@ -69,12 +86,12 @@ int main(int argc, char** argv) {
   for (const policy::StrategyInfo& s : policy::AllStrategies()) names.push_back(s.name);
 
   std::vector<Row> rows;
-  std::string md = fmt::format(
+  std::string md = append ? fmt::format("\n# {}\n", heading.empty() ? "More workloads" : heading) : fmt::format(
       "# Planner results\n\nSimulated iteration time of every strategy, as a multiple of the in-core time (every op "
       "back to back, no capacity limit), on `{}`, at capacity = ideal in-core peak / k. — = infeasible (the reason is "
       "in `karma-trace compare`). Every feasible plan was replayed by the independent schedule checker.\n\n"
-      "Regenerate: `build/bin/bench_planner --markdown docs/planner-results.md`\n",
-      gpu);
+      "Regenerate: `bench/planner/results.sh` (runs `build/bin/bench_planner`).\n{}",
+      gpu, heading.empty() ? "" : "\n# " + heading + "\n");
   for (const std::string& path : files) {
     auto loaded = trace::LoadIteration(path);
     if (!loaded.ok()) {
@@ -83,9 +100,14 @@ int main(int argc, char** argv) {
     }
     const trace::Iteration& it = *loaded;
     const uint64_t peak = trace::IdealMemory(it, trace::ComputeLifetimes(it)).peak_bytes;
+    const policy::LargestOp largest = policy::FindLargestOp(it, policy::BuildAccessModel(it));
     const std::string label = std::filesystem::path(path).stem().string();
     fmt::print("\n{} ({} ops, in-core peak {}, ", label, it.ops.size(), FormatBytes(peak));
-    std::string table = fmt::format("\n## {}\n\n{} ops, in-core peak {}", label, it.ops.size(), FormatBytes(peak));
+    std::string table = fmt::format(
+        "\n## {}\n\n{} ({}), {} ops, in-core peak {}, largest op {} ({}: below that capacity no strategy can run "
+        "it)",
+        label, it.model, it.source, it.ops.size(), FormatBytes(peak), FormatBytes(largest.bytes),
+        it.ops[largest.op].name);
     bool header = false;
     for (double k : ks) {
       Row r;
@@ -177,7 +199,7 @@ int main(int argc, char** argv) {
   md += summary({2, 3, 4});
   md += summary(ks);
   if (!markdown.empty()) {
-    std::ofstream out(markdown);
+    std::ofstream out(markdown, append ? std::ios::app : std::ios::trunc);
     out << md;
     if (!out) {
       fmt::print(stderr, "bench_planner: cannot write {}\n", markdown);

@@ -175,10 +175,6 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
 }
 
 int RunPlan(const PlanArgs& a) {
-  if (!policy::IsStrategy(a.strategy)) {
-    return Fail(InvalidArgument(fmt::format("unknown strategy '{}'; known: {}", a.strategy, policy::StrategyNames())));
-  }
-  if (a.strategy == "um") return Fail(InvalidArgument("um pages on demand and has no plan; try simulate"));
   auto p = ResolvePlanningInput(a.planning);
   if (!p) return kExitFailure;
   const policy::SimInput& in = p->in;
@@ -257,8 +253,14 @@ void RegisterPlan(CLI::App& app, Action* selected) {
                              "and device-to-host lanes and the memory in use over the iteration.",
                              selected, [args] { return RunPlan(*args); });
   AddPlanningOptions(sub, &args->planning);
-  sub->add_option("--strategy", args->strategy, "one of: " + policy::StrategyNames() + " (not um)")
-      ->capture_default_str();
+  std::vector<std::string> names;
+  for (const policy::StrategyInfo& i : policy::AllStrategies()) {
+    if (i.has_plan) names.push_back(i.name);
+  }
+  sub->add_option("--strategy", args->strategy, "one of the strategies with a plan: " + policy::StrategyNames() +
+                                                    " but um")
+      ->capture_default_str()
+      ->check(CLI::IsMember(names));
   sub->add_option("--svg", args->svg, "write the timeline picture as SVG to this file");
   sub->add_option("--save", args->save, "write the plan as karma-plan JSON to this file");
   sub->add_option("--stages", args->stages, "print at most this many stages")->capture_default_str();

@@ -25,6 +25,9 @@ struct SimulateArgs {
 
 double Ms(double s) { return s * 1e3; }
 
+// Eq. 1 of the paper over time: the share of each twentieth of the iteration the compute engine is busy.
+constexpr int kOccupancySlices = 20;
+
 nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& in, double ideal_s) {
   nlohmann::json j;
   j["strategy"] = e.strategy;
@@ -43,6 +46,7 @@ nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& i
   j["recompute_ms"] = Ms(s.recompute_s);
   j["stall_ms"] = Ms(s.stall_s);
   j["occupancy"] = s.Occupancy();
+  if (!s.events.empty()) j["occupancy_over_time"] = policy::OccupancyOverTime(s, kOccupancySlices);
   j["swap_in_bytes"] = s.swap_in_bytes;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["peak_bytes"] = s.peak_bytes;
@@ -81,9 +85,6 @@ int RunSimulate(const SimulateArgs& a) {
     std::fprintf(stderr, "karma-trace: error: give --strategy NAME or --plan FILE (one of them)\n");
     return kExitUsage;
   }
-  if (!a.strategy.empty() && !policy::IsStrategy(a.strategy)) {
-    return Fail(InvalidArgument(fmt::format("unknown strategy '{}'; known: {}", a.strategy, policy::StrategyNames())));
-  }
   auto p = ResolvePlanningInput(a.planning);
   if (!p) return kExitFailure;
   const policy::SimInput& in = p->in;
@@ -118,6 +119,9 @@ int RunSimulate(const SimulateArgs& a) {
              Ms(ideal_s));
   fmt::print("compute     {:.1f} ms, recompute {:.1f} ms, stall {:.1f} ms, occupancy {:.1f}%\n", Ms(s.compute_s),
              Ms(s.recompute_s), Ms(s.stall_s), 100 * s.Occupancy());
+  std::string slices;
+  for (double o : policy::OccupancyOverTime(s, kOccupancySlices)) slices += fmt::format(" {:.0f}", 100 * o);
+  fmt::print("occupancy   over time, % per twentieth of the iteration:{}\n", slices);
   fmt::print("transfers   in {} ({:.1f} ms), out {} ({:.1f} ms)\n", FormatBytes(s.swap_in_bytes), Ms(s.h2d_busy_s),
              FormatBytes(s.swap_out_bytes), Ms(s.d2h_busy_s));
   fmt::print("peak        {}\n", FormatBytes(s.peak_bytes));
@@ -189,7 +193,9 @@ void RegisterSimulate(CLI::App& app, Action* selected) {
                              "it (compute, host-to-device and device-to-host engines), and check the schedule.",
                              selected, [args] { return RunSimulate(*args); });
   AddPlanningOptions(sub, &args->planning);
-  sub->add_option("--strategy", args->strategy, "one of: " + policy::StrategyNames());
+  std::vector<std::string> names;
+  for (const policy::StrategyInfo& i : policy::AllStrategies()) names.push_back(i.name);
+  sub->add_option("--strategy", args->strategy, "one of: " + policy::StrategyNames())->check(CLI::IsMember(names));
   sub->add_option("--plan", args->plan_file, "simulate this plan file (karma-plan JSON) instead of planning");
   sub->add_option("--save-plan", args->save_plan, "write the plan as karma-plan JSON to this file");
   sub->add_flag("--json", args->json,

@@ -13,23 +13,20 @@ namespace karma::tools {
 void AddPlanningOptions(CLI::App* sub, PlanningArgs* args) {
   sub->add_option("FILE", args->file, "a .ktrace or karma-graph JSON file")->required();
   sub->add_option("--gpu", args->gpu, "hardware profile: " + policy::ProfileNames())->capture_default_str();
-  sub->add_option("--capacity", args->capacity,
+  CLI::Option* capacity = sub->add_option("--capacity", args->capacity,
                   "device bytes for tensors: plain bytes (5705000000), a unit (5.3GiB), or a fraction of the "
                   "profile's memory (0.5); default: the profile's memory");
   sub->add_option("--pressure", args->pressure,
                   "memory pressure K instead of --capacity: capacity = ideal in-core peak / K (K = 2: the "
                   "iteration needs twice the memory)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->excludes(capacity);
 }
 
 std::unique_ptr<PlanningInput> ResolvePlanningInput(const PlanningArgs& args) {
   auto hw = policy::FindProfile(args.gpu);
   if (!hw.ok()) {
     Fail(hw.status().WithContext("--gpu"));
-    return nullptr;
-  }
-  if (!args.capacity.empty() && args.pressure > 0) {
-    Fail(InvalidArgument("give --capacity or --pressure, not both"));
     return nullptr;
   }
   auto p = std::make_unique<PlanningInput>();
