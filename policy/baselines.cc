@@ -127,14 +127,6 @@ Result<Plan> SuperNeuronsPolicy(const PlanningModel& m, bool speed_centric, bool
       s.first_need = std::min(s.first_need, m.first_later_use[x]);
     }
   }
-  auto drop = [&](trace::BufferId x) {
-    PlanBuilder::Eviction e;
-    e.buffer = x;
-    e.after = static_cast<int32_t>(m.last_forward_use[x]);
-    e.need = m.first_later_use[x];
-    e.recomputed = true;
-    b.Evict(e);
-  };
   for (const SnSegment& s : segments) {
     if (s.dropped.empty()) continue;
     if (speed_centric) {
@@ -145,7 +137,7 @@ Result<Plan> SuperNeuronsPolicy(const PlanningModel& m, bool speed_centric, bool
       uint32_t need = trace::kNone;
       for (trace::BufferId x : r.rebuilt) need = std::min(need, m.first_later_use[x]);
       b.Recompute(std::move(r.ops), need);
-      for (trace::BufferId x : r.rebuilt) drop(x);
+      for (trace::BufferId x : r.rebuilt) DropForRecompute(m, b, x);
     } else {
       // Memory-centric: each dropped output is recomputed from the checkpoint right before it is needed.
       for (trace::BufferId x : s.dropped) {
@@ -155,7 +147,7 @@ Result<Plan> SuperNeuronsPolicy(const PlanningModel& m, bool speed_centric, bool
           continue;
         }
         b.Recompute(std::move(ops).value(), m.first_later_use[x]);
-        drop(x);
+        DropForRecompute(m, b, x);
       }
     }
   }
@@ -223,14 +215,7 @@ Result<Plan> CheckpointWithCuts(const PlanningModel& m, const std::vector<uint32
     need = trace::kNone;
     for (trace::BufferId x : r.rebuilt) need = std::min(need, m.first_later_use[x]);
     b.Recompute(std::move(r.ops), need);
-    for (trace::BufferId x : r.rebuilt) {
-      PlanBuilder::Eviction e;
-      e.buffer = x;
-      e.after = static_cast<int32_t>(m.last_forward_use[x]);
-      e.need = m.first_later_use[x];
-      e.recomputed = true;
-      b.Evict(e);
-    }
+    for (trace::BufferId x : r.rebuilt) DropForRecompute(m, b, x);
   }
   return b.Finish(in.capacity);
 }

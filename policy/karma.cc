@@ -53,16 +53,6 @@ uint32_t FirstNeed(const PlanningModel& m, const std::vector<trace::BufferId>& x
   return need;
 }
 
-void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x, int block) {
-  PlanBuilder::Eviction e;
-  e.buffer = x;
-  e.after = static_cast<int32_t>(m.last_forward_use[x]);
-  e.need = m.first_later_use[x];
-  e.recomputed = true;
-  e.block = block;
-  b.Evict(e);
-}
-
 // The block decisions in a builder: recomputes, drops and swaps. Blocks whose recompute cannot be resolved
 // fall back to swapping; `blocks` is updated to the modes actually used.
 void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const KarmaPlanOptions& options,

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 namespace karma::policy {
@@ -15,13 +16,10 @@ static_assert(std::size(kModeNames) == kBlockModeCount);
 
 template <typename E, size_t N>
 bool ParseIn(const char* const (&names)[N], std::string_view s, E* out) {
-  for (size_t i = 0; i < N; ++i) {
-    if (s == names[i]) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  }
-  return false;
+  const auto found = std::find(std::begin(names), std::end(names), s);
+  if (found == std::end(names)) return false;
+  *out = static_cast<E>(found - std::begin(names));
+  return true;
 }
 
 // FNV-1a, 64 bit: stable across platforms and runs, unlike std::hash.

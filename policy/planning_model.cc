@@ -241,6 +241,16 @@ void ApplyGap(PlanBuilder& b, const Gap& g, int block) {
   b.Evict(e);
 }
 
+void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x, int block) {
+  PlanBuilder::Eviction e;
+  e.buffer = x;
+  e.after = static_cast<int32_t>(m.last_forward_use[x]);
+  e.need = m.first_later_use[x];
+  e.recomputed = true;
+  e.block = block;
+  b.Evict(e);
+}
+
 Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity) {
   std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) {
     return x.cls != y.cls ? x.cls < y.cls : x.order < y.order;

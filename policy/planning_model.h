@@ -79,5 +79,7 @@ std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& b, bool wra
 Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity);
 // Records one gap's eviction in the builder.
 void ApplyGap(PlanBuilder& b, const Gap& g, int block = -1);
+// Drops a saved value after its last forward use; a recompute in the builder rebuilds it for its next use.
+void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x, int block = -1);
 
 }  // namespace karma::policy

@@ -48,27 +48,28 @@ void ExpectInvariants(const std::vector<WorkloadEval>& evals) {
   }
 }
 
-TEST(Generalization, DevelopmentGraphs) {
-  const std::vector<WorkloadEval> evals =
-      EvaluateGraphs({std::begin(kDevelopmentGraphs), std::end(kDevelopmentGraphs)}, /*check=*/true);
+// Evaluates the graphs, checks the invariants, prints the figures and returns them.
+KarmaSummary EvaluateAndReport(const char* label, const std::vector<std::string>& files) {
+  const std::vector<WorkloadEval> evals = EvaluateGraphs(files, /*check=*/true);
   ExpectInvariants(evals);
   const KarmaSummary s = Summarize(evals);
-  std::printf("development graphs: %.2fx over the best of vdnn/superneurons/um, %.2fx in-core at k=2, "
-              "%.2fx in-core overall, %d of %zu feasible\n",
-              s.speedup_over_best_old, s.slowdown_vs_incore_k2, s.slowdown_vs_incore, s.karma_feasible, evals.size());
+  std::printf("%s: %.2fx over the best of vdnn/superneurons/um, %.2fx in-core at k=2, %.2fx in-core overall, "
+              "%d of %zu feasible\n",
+              label, s.speedup_over_best_old, s.slowdown_vs_incore_k2, s.slowdown_vs_incore, s.karma_feasible,
+              evals.size());
+  return s;
+}
+
+TEST(Generalization, DevelopmentGraphs) {
+  const KarmaSummary s = EvaluateAndReport("development graphs", {std::begin(kDevelopmentGraphs), std::end(kDevelopmentGraphs)});
   // The shared workloads' targets hold here too (measured: 1.87x and 1.16x).
   EXPECT_GE(s.speedup_over_best_old, 1.5);
   EXPECT_LE(s.slowdown_vs_incore_k2, 1.3);
+  EXPECT_EQ(s.karma_feasible, 13);  // the LSTM's loss layer alone exceeds its ideal peak / 3 and / 4
 }
 
 TEST(Generalization, HeldOutGraphs) {
-  const std::vector<WorkloadEval> evals =
-      EvaluateGraphs({std::begin(kHeldOutGraphs), std::end(kHeldOutGraphs)}, /*check=*/true);
-  ExpectInvariants(evals);
-  const KarmaSummary s = Summarize(evals);
-  std::printf("held-out graphs: %.2fx over the best of vdnn/superneurons/um, %.2fx in-core at k=2, "
-              "%.2fx in-core overall, %d of %zu feasible\n",
-              s.speedup_over_best_old, s.slowdown_vs_incore_k2, s.slowdown_vs_incore, s.karma_feasible, evals.size());
+  const KarmaSummary s = EvaluateAndReport("held-out graphs", {std::begin(kHeldOutGraphs), std::end(kHeldOutGraphs)});
   // Measured at the first (and only) evaluation: 1.498x and 1.15x. The 1.5x target is met only at the margin:
   // on EfficientNet-B0 KARMA is no faster than checkpointing and 1.08x ahead of SuperNeurons at k = 2 and 3.
   // The bounds below are what this planner can claim on graphs it has not seen.
