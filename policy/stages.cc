@@ -126,18 +126,19 @@ std::vector<Stage> BuildStages(const SimInput& in, const Plan& plan, const SimRe
     if (e.kind != SimEvent::kCopyStart || stages.empty()) continue;
     const Action& a = plan.actions[e.index];
     const int blk = a.block >= 0 ? a.block : owner[a.buffer];
-    const std::string name = blk < 0 ? (a.kind == ActionKind::kSwapIn ? "Sin" : "Sout")
-                                     : fmt::format("S{}{}", blk + 1, a.kind == ActionKind::kSwapIn ? "in" : "out");
+    // Data no forward block produces (weights, gradients, optimizer state) moves as P.
+    const char* dir = a.kind == ActionKind::kSwapIn ? "in" : "out";
+    const std::string name = blk < 0 ? fmt::format("P{}", dir) : fmt::format("S{}{}", blk + 1, dir);
     size_t k = 0;
     while (k + 1 < stages.size() && stages[k].end_s <= e.t) ++k;
     copies[k].insert(name);
   }
   for (size_t k = 0; k < stages.size(); ++k) {
     std::vector<std::string> v(copies[k].begin(), copies[k].end());
-    // Numeric block order, outs before ins.
-    std::sort(v.begin(), v.end(), [](const std::string& x, const std::string& y) {
-      const int bx = std::atoi(x.c_str() + 1), by = std::atoi(y.c_str() + 1);
-      return bx != by ? bx < by : x > y;
+    // Blocks in numeric order (persistent data last), outs before ins.
+    auto rank = [](const std::string& x) { return x[0] == 'P' ? 1 << 30 : std::atoi(x.c_str() + 1); };
+    std::sort(v.begin(), v.end(), [&](const std::string& x, const std::string& y) {
+      return rank(x) != rank(y) ? rank(x) < rank(y) : x > y;
     });
     stages[k].copies = std::move(v);
   }

@@ -21,7 +21,9 @@ struct Stage {
   int block = -1;                    // 0-based; printed 1-based
   double start_s = 0, end_s = 0;     // its compute, start of the first op to end of the last
   double compute_s = 0;              // busy time inside
-  std::vector<std::string> copies;   // "S2out", "S5in": transfers of those blocks that start during the stage
+  // "S2out", "S5in": transfers of those blocks' data that start during the stage; "Pin", "Pout": of persistent
+  // data (weights, gradients, optimizer state).
+  std::vector<std::string> copies;
   std::string Label() const;         // F3, B3, R3, U
 };
 

@@ -41,11 +41,11 @@ const char* StageColor(policy::Stage::Kind k) {
   return "#888";
 }
 
-// Distinct, calm colors for blocks on the copy lanes.
+// Distinct, calm colors for blocks on the copy lanes; grey for persistent data (no block).
 const char* BlockColor(int block) {
   static constexpr const char* kPalette[] = {"#8c6bb1", "#41ab5d", "#df65b0", "#3690c0", "#fd8d3c",
                                              "#807dba", "#66c2a4", "#e7298a", "#2b8cbe", "#d94801"};
-  return kPalette[static_cast<size_t>(block < 0 ? 0 : block) % std::size(kPalette)];
+  return block < 0 ? "#9a9a9a" : kPalette[static_cast<size_t>(block) % std::size(kPalette)];
 }
 
 struct CopySpan {
@@ -125,11 +125,17 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
     size_t i = 0;
     while (i < list->size()) {
       size_t j = i;
-      while (j + 1 < list->size() && (*list)[j + 1].block == (*list)[i].block) ++j;
+      // A run is one block's copies without a long pause (2% of the iteration) between them.
+      while (j + 1 < list->size() && (*list)[j + 1].block == (*list)[i].block &&
+             (*list)[j + 1].start - (*list)[j].end < 0.02 * s.iteration_s) {
+        ++j;
+      }
       const double x0 = X((*list)[i].start), x1 = X((*list)[j].end);
-      if (x1 - x0 > 34 && (*list)[i].block >= 0) {
+      if (x1 - x0 > 34) {
+        const char* dir = list == &ins ? "in" : "out";
+        const int blk = (*list)[i].block;
         svg.Text((x0 + x1) / 2, y + lane_h / 2 + 4,
-                 fmt::format("S{}{}", (*list)[i].block + 1, list == &ins ? "in" : "out"), 11, "middle", "#111",
+                 blk >= 0 ? fmt::format("S{}{}", blk + 1, dir) : fmt::format("P{}", dir), 11, "middle", "#111",
                  "bold");
       }
       i = j + 1;
@@ -165,12 +171,12 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
   for (const auto& [k, name] : kinds) {
     svg.Rect(lx, ly - 10, 14, 10, StageColor(k));
     svg.Text(lx + 18, ly, name, 11);
-    lx += 150;
+    lx += 135;
   }
   svg.Rect(lx, ly - 5, 14, 5, "#555");
   svg.Text(lx + 18, ly, "stall", 11);
   lx += 70;
-  svg.Text(lx, ly, "copies Si in/out are colored by the block whose data they move", 11, "start", "#444");
+  svg.Text(lx, ly, "copies: Si block i's data, P (grey) weights, grads, optimizer state", 11, "start", "#444");
   return svg.Finish();
 }
 
@@ -222,7 +228,9 @@ int RunPlan(const PlanArgs& a) {
   fmt::print("{:.1f} ms per iteration, {:.2f}x in-core ({:.1f} ms); occupancy {:.0f}%\n", Ms(e.sim.iteration_s),
              e.sim.iteration_s / ideal_s, Ms(ideal_s), 100 * e.sim.Occupancy());
   if (!e.plan.note.empty()) fmt::print("{}\n", e.plan.note);
-  fmt::print("\nstages:\n{}\n\n", notation);
+  fmt::print("\nstages (Fi, Bi: forward, backward of block i; Ri: its recompute; U: optimizer; A||B: B beside A;\n"
+             "Siout, Siin: block i's data to, from the host; Pout, Pin: weights, gradients, optimizer state):\n{}\n\n",
+             notation);
   TextTable bt;
   for (const char* c : {"block", "ops", "mode", "saved data"}) {
     bt.AddColumn(c, std::string(c) == "mode" ? TextTable::kLeft : TextTable::kRight);
@@ -264,6 +272,9 @@ void RegisterPlan(CLI::App& app, Action* selected) {
   sub->add_option("--svg", args->svg, "write the timeline picture as SVG to this file");
   sub->add_option("--save", args->save, "write the plan as karma-plan JSON to this file");
   sub->add_option("--stages", args->stages, "print at most this many stages")->capture_default_str();
+  sub->footer("Notation: Fi, Bi = forward, backward compute of block i; Ri = its recompute; U = optimizer; "
+              "A||B = B runs beside A; Siout, Siin = block i's data to and from the host; Pout, Pin = weights, "
+              "gradients, optimizer state.");
   sub->add_flag("--json", args->json, "print stages and blocks as JSON");
 }
 

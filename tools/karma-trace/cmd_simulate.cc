@@ -73,6 +73,11 @@ policy::Evaluation EvaluatePlanFile(const std::string& path, const policy::SimIn
   }
   *ok = true;
   e.plan = std::move(plan).value();
+  const std::string expected = policy::Fingerprint(*in.it, in.hw.name, in.capacity);
+  if (!e.plan.fingerprint.empty() && e.plan.fingerprint != expected) {
+    std::fprintf(stderr, "karma-trace: warning: %s was made for other inputs (fingerprint %s, these give %s)\n",
+                 path.c_str(), e.plan.fingerprint.c_str(), expected.c_str());
+  }
   e.strategy = e.plan.strategy.empty() ? "plan" : e.plan.strategy;
   e.sim = policy::Simulate(in, e.plan, {.record_events = true});
   e.feasible = e.sim.feasible;
