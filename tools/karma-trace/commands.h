@@ -33,5 +33,7 @@ void RegisterMemory(CLI::App& app, Action* selected);
 void RegisterConvert(CLI::App& app, Action* selected);  // import, export
 void RegisterEnv(CLI::App& app, Action* selected);
 void RegisterTop(CLI::App& app, Action* selected);
+void RegisterSimulate(CLI::App& app, Action* selected);  // simulate, compare
+void RegisterPlan(CLI::App& app, Action* selected);
 
 }  // namespace karma::tools

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   RegisterConvert(app, &selected);
   RegisterEnv(app, &selected);
   RegisterTop(app, &selected);
+  RegisterSimulate(app, &selected);
+  RegisterPlan(app, &selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

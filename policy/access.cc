@@ -1,0 +1,95 @@
+// Effective read/write sets, value provenance and recompute eligibility of the ops of an iteration.
+#include "policy/access.h"
+
+#include <algorithm>
+
+#include "runtime/trace/analysis.h"
+
+namespace karma::policy {
+namespace {
+
+void AddUnique(std::vector<trace::BufferId>& v, trace::BufferId b) {
+  if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+}
+
+}  // namespace
+
+bool IsForward(const trace::Op& op) { return op.phase == trace::Phase::kForward; }
+
+AccessModel BuildAccessModel(const trace::Iteration& it) {
+  AccessModel m;
+  const size_t nb = it.buffers.size(), no = it.ops.size();
+  m.ops.resize(no);
+  m.kinds.resize(no);
+  m.recomputable.assign(no, false);
+  m.uses.resize(nb);
+  m.read_from.resize(no);
+  m.forward_writer.assign(nb, trace::kNone);
+  const std::vector<trace::Lifetime> lt = trace::ComputeLifetimes(it);
+  m.persistent.resize(nb);
+  for (size_t b = 0; b < nb; ++b) m.persistent[b] = lt[b].persistent;
+
+  std::vector<bool> created(nb, false);
+  for (size_t b = 0; b < nb; ++b) created[b] = m.persistent[b];
+  std::vector<uint32_t> last_writer(nb, kInitialValue);
+  std::vector<bool> first_use_seen(nb, false);
+  m.dead_at_wrap.assign(nb, false);
+
+  for (const trace::Op& op : it.ops) {
+    OpAccess& a = m.ops[op.id];
+    const LayerKind kind = ClassifyOpName(op.name);
+    m.kinds[op.id] = kind;
+    for (trace::BufferId b : op.reads) {
+      // Storage that is not carried over and that nothing wrote yet holds no value: the op creates it.
+      if (!created[b]) AddUnique(a.writes, b);
+      else AddUnique(a.reads, b);
+    }
+    for (trace::BufferId b : op.touches) {
+      if (created[b]) AddUnique(a.reads, b);
+      AddUnique(a.writes, b);
+    }
+    for (trace::BufferId b : op.writes) {
+      // A view of storage that already holds data produces nothing; it needs the data to be there.
+      if (kind == LayerKind::kAlias && created[b]) AddUnique(a.reads, b);
+      else AddUnique(a.writes, b);
+    }
+    for (trace::BufferId b : a.reads) {
+      m.read_from[op.id].push_back(last_writer[b]);
+      first_use_seen[b] = true;
+    }
+    bool writes_persistent = false;
+    for (trace::BufferId b : a.writes) {
+      if (!first_use_seen[b]) m.dead_at_wrap[b] = true;  // overwritten before anything reads it
+      first_use_seen[b] = true;
+      created[b] = true;
+      last_writer[b] = op.id;
+      if (IsForward(op)) m.forward_writer[b] = op.id;
+      writes_persistent = writes_persistent || m.persistent[b];
+    }
+    for (trace::BufferId b : a.reads) m.uses[b].push_back(op.id);
+    for (trace::BufferId b : a.writes) {
+      if (m.uses[b].empty() || m.uses[b].back() != op.id) m.uses[b].push_back(op.id);
+    }
+    m.recomputable[op.id] = IsForward(op) && kind != LayerKind::kAlias && !a.writes.empty() && !writes_persistent;
+  }
+  for (size_t b = 0; b < nb; ++b) {
+    if (!m.persistent[b]) m.dead_at_wrap[b] = true;
+  }
+  return m;
+}
+
+LargestOp FindLargestOp(const trace::Iteration& it, const AccessModel& access) {
+  LargestOp largest;
+  for (size_t i = 0; i < access.ops.size(); ++i) {
+    const OpAccess& op = access.ops[i];
+    uint64_t bytes = 0;
+    for (trace::BufferId b : op.reads) bytes += it.buffers[b].bytes;
+    for (trace::BufferId b : op.writes) {
+      if (std::find(op.reads.begin(), op.reads.end(), b) == op.reads.end()) bytes += it.buffers[b].bytes;
+    }
+    if (largest.op == trace::kNone || bytes > largest.bytes) largest = {static_cast<trace::OpId>(i), bytes};
+  }
+  return largest;
+}
+
+}  // namespace karma::policy

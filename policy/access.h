@@ -1,0 +1,50 @@
+// How each op uses buffers as the planner, the simulator and the checker see it (views, in-place, values).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "policy/layer_cost.h"
+#include "runtime/trace/model.h"
+
+namespace karma::policy {
+
+// The value a buffer held before any op of the iteration wrote it (carried over from the previous one).
+inline constexpr uint32_t kInitialValue = UINT32_MAX - 1;
+
+struct OpAccess {
+  std::vector<trace::BufferId> reads;   // must hold valid data on the device when the op starts
+  std::vector<trace::BufferId> writes;  // get a new value; allocated on the device when absent
+};
+
+struct AccessModel {
+  std::vector<OpAccess> ops;
+  std::vector<LayerKind> kinds;                // per op
+  std::vector<bool> persistent;                // per buffer: lives across iterations (trace::ComputeLifetimes)
+  std::vector<bool> dead_at_wrap;              // per buffer: its first use overwrites it, so nothing it held
+                                               // before the iteration is ever read
+  std::vector<bool> recomputable;              // per op: re-running it only rebuilds non-persistent buffers
+  std::vector<std::vector<uint32_t>> uses;     // per buffer: ops that read or write it, ascending
+  // Per op, parallel to ops[i].reads: the op whose write produced the value read (kInitialValue: none did).
+  std::vector<std::vector<uint32_t>> read_from;
+  // Per buffer: the op that last wrote it in the forward phase (kNone: never), i.e. the value a recompute
+  // of the forward pass rebuilds.
+  std::vector<uint32_t> forward_writer;
+};
+
+// Effective accesses. A view op (aten::detach, view, t, ...) that names an existing buffer as written creates
+// no data: it reads it. A touch may read and write. In-place ops list the buffer in both sets.
+AccessModel BuildAccessModel(const trace::Iteration& it);
+
+// Recompute re-runs forward ops only.
+bool IsForward(const trace::Op& op);
+
+// The op whose own buffers (reads and writes) take the most bytes: no plan at tensor granularity runs the
+// iteration in less.
+struct LargestOp {
+  trace::OpId op = trace::kNone;
+  uint64_t bytes = 0;
+};
+LargestOp FindLargestOp(const trace::Iteration& it, const AccessModel& access);
+
+}  // namespace karma::policy

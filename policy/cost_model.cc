@@ -1,0 +1,29 @@
+// Per-op times of an iteration: measured, recorded counts on the roofline, or formula estimates.
+#include "policy/cost_model.h"
+
+#include "policy/cost.h"
+#include "policy/layer_cost.h"
+
+namespace karma::policy {
+
+std::vector<double> OpTimes(const trace::Iteration& it, const HwProfile& hw) {
+  std::vector<double> t(it.ops.size());
+  for (const trace::Op& op : it.ops) {
+    if (op.flops == 0 && op.duration_ns == 0) {
+      trace::Op estimated = op;
+      estimated.flops = EstimateFlops(op, it);
+      t[op.id] = OpSeconds(estimated, hw);
+    } else {
+      t[op.id] = OpSeconds(op, hw);
+    }
+  }
+  return t;
+}
+
+double IdealSeconds(const std::vector<double>& op_times) {
+  double s = 0;
+  for (double t : op_times) s += t;
+  return s;
+}
+
+}  // namespace karma::policy

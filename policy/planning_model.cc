@@ -1,0 +1,293 @@
+// Layers, cut points, saved data, recompute chains and capacity-based gap eviction.
+#include "policy/planning_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "runtime/common/units.h"
+
+namespace karma::policy {
+namespace {
+
+// An op that does a layer's work; shorter ops are bookkeeping (counters, views, scalars).
+constexpr double kAnchorSeconds = 1e-6;
+
+uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
+  while (k < seq.size() && seq[k].action != trace::kNone) ++k;
+  return k < seq.size() ? seq[k].op : seq.back().op;
+}
+
+// The op that last wrote b before op `before` in program order (kInitialValue: none did).
+uint32_t ValueBefore(const PlanningModel& m, trace::BufferId b, uint32_t before) {
+  const std::vector<uint32_t>& w = m.writers[b];
+  auto it = std::lower_bound(w.begin(), w.end(), before);
+  return it == w.begin() ? kInitialValue : *(it - 1);
+}
+
+}  // namespace
+
+PlanningModel BuildPlanningModel(const SimInput& in) {
+  PlanningModel m;
+  m.in = &in;
+  const trace::Iteration& it = *in.it;
+  const AccessModel& acc = in.access;
+  const size_t nops = it.ops.size(), nbuf = it.buffers.size();
+  m.layer_of_op.resize(nops);
+  bool has_anchor = false;
+  for (uint32_t i = 0; i < nops; ++i) {
+    const LayerKind kind = acc.kinds[i];
+    const bool anchor = kind != LayerKind::kAlias && kind != LayerKind::kAllocation &&
+                        in.op_seconds[i] >= kAnchorSeconds;
+    const trace::Phase phase = it.ops[i].phase;
+    if (m.layers.empty() || m.layers.back().phase != phase || (anchor && has_anchor)) {
+      Layer l;
+      l.first = l.last = l.anchor = i;
+      l.phase = phase;
+      l.kind = kind;
+      m.layers.push_back(l);
+      has_anchor = false;
+    }
+    Layer& l = m.layers.back();
+    l.last = i;
+    l.seconds += in.op_seconds[i];
+    if (anchor && !has_anchor) {
+      l.anchor = i;
+      l.kind = kind;
+      has_anchor = true;
+    }
+    m.layer_of_op[i] = static_cast<uint32_t>(m.layers.size() - 1);
+    if (phase == trace::Phase::kForward) m.forward_end = i + 1;
+  }
+
+  m.writers.resize(nbuf);
+  for (uint32_t i = 0; i < nops; ++i) {
+    for (trace::BufferId b : acc.ops[i].writes) m.writers[b].push_back(i);
+  }
+  m.saved.assign(nbuf, false);
+  m.last_forward_use.assign(nbuf, trace::kNone);
+  m.first_later_use.assign(nbuf, trace::kNone);
+  for (size_t b = 0; b < nbuf; ++b) {
+    for (uint32_t u : acc.uses[b]) {
+      if (u < m.forward_end) m.last_forward_use[b] = u;
+      else if (m.first_later_use[b] == trace::kNone) m.first_later_use[b] = u;
+    }
+    m.saved[b] = !acc.persistent[b] && m.last_forward_use[b] != trace::kNone && m.first_later_use[b] != trace::kNone;
+  }
+
+  // A cut inside a buffer's forward write span would leave a recompute reading a value that changes later.
+  std::vector<int> covered(nops + 1, 0);
+  for (size_t b = 0; b < nbuf; ++b) {
+    std::vector<uint32_t> fw;
+    for (uint32_t w : m.writers[b]) {
+      if (w < m.forward_end) fw.push_back(w);
+    }
+    if (fw.size() < 2) continue;
+    covered[fw.front() + 1]++;
+    covered[fw.back() + 1]--;
+  }
+  m.clean_cut.assign(nops, false);
+  int depth = 0;
+  for (uint32_t i = 0; i < m.forward_end; ++i) {
+    depth += covered[i];
+    m.clean_cut[i] = depth == 0 && m.layers[m.layer_of_op[i]].first == i;
+  }
+  return m;
+}
+
+Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const std::vector<trace::BufferId>& targets,
+                                                  uint32_t before, const std::vector<bool>& available) {
+  const AccessModel& acc = m.in->access;
+  // Chains are short: flat vectors beat node-based sets here (planning resolves thousands of them).
+  std::vector<uint32_t> ops;
+  std::vector<std::pair<trace::BufferId, uint32_t>> queued;  // (buffer, the value it must hold)
+  std::vector<std::pair<trace::BufferId, uint32_t>> work;
+  auto enqueue = [&](trace::BufferId b, uint32_t v) {
+    if (std::find(queued.begin(), queued.end(), std::make_pair(b, v)) != queued.end()) return;
+    queued.emplace_back(b, v);
+    work.emplace_back(b, v);
+  };
+  for (trace::BufferId t : targets) enqueue(t, ValueBefore(m, t, before));
+  while (!work.empty()) {
+    const auto [b, v] = work.back();
+    work.pop_back();
+    if (v == kInitialValue) {
+      return Infeasible(fmt::format("buffer {} would need the value it had before the iteration", b));
+    }
+    if (!acc.recomputable[v]) {
+      return Infeasible(fmt::format("buffer {} is written by op {} ({}), which cannot be re-run", b, v,
+                                    m.in->it->ops[v].name));
+    }
+    if (std::find(ops.begin(), ops.end(), v) != ops.end()) continue;
+    ops.push_back(v);
+    const OpAccess& a = acc.ops[v];
+    for (size_t i = 0; i < a.reads.size(); ++i) {
+      const trace::BufferId r = a.reads[i];
+      const uint32_t rv = acc.read_from[v][i];
+      const bool rebuilt_here = std::find(targets.begin(), targets.end(), r) != targets.end();
+      if (!rebuilt_here && (acc.persistent[r] || available[r]) && ValueBefore(m, r, before) == rv) continue;
+      enqueue(r, rv);
+    }
+  }
+  std::sort(ops.begin(), ops.end());
+  // Re-running an op rewrites all its outputs: a resident one must come out with the value it holds.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (trace::BufferId w : acc.ops[ops[i]].writes) {
+      if (!available[w]) continue;
+      uint32_t last = ops[i];
+      for (size_t j = i + 1; j < ops.size(); ++j) {
+        const auto& ws = acc.ops[ops[j]].writes;
+        if (std::find(ws.begin(), ws.end(), w) != ws.end()) last = ops[j];
+      }
+      if (ValueBefore(m, w, before) != last) {
+        return Infeasible(fmt::format("re-running op {} would overwrite buffer {}, which holds a later value", ops[i],
+                                      w));
+      }
+    }
+  }
+  return ops;
+}
+
+RecomputeSet ResolveRecomputeKeeping(const PlanningModel& m, const std::vector<trace::BufferId>& targets,
+                                     uint32_t before, std::vector<bool> available) {
+  RecomputeSet r;
+  if (auto all = ResolveRecompute(m, targets, before, available); all.ok()) {
+    r.ops = std::move(all).value();
+    r.rebuilt = targets;
+    return r;
+  }
+  std::vector<bool> alone_ok(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    alone_ok[i] = ResolveRecompute(m, {targets[i]}, before, available).ok();
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (alone_ok[i]) {
+      r.rebuilt.push_back(targets[i]);
+    } else {
+      r.kept.push_back(targets[i]);
+      available[targets[i]] = true;
+    }
+  }
+  if (auto rest = ResolveRecompute(m, r.rebuilt, before, available); rest.ok()) {
+    r.ops = std::move(rest).value();
+    return r;
+  }
+  r.kept = targets;
+  r.rebuilt.clear();
+  return r;
+}
+
+double SecondsOf(const PlanningModel& m, const std::vector<trace::OpId>& ops) {
+  double s = 0;
+  for (trace::OpId op : ops) s += m.in->op_seconds[op];
+  return s;
+}
+
+std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& builder, bool wrap) {
+  const SimInput& in = *m.in;
+  const std::vector<ComputeItem> seq = builder.Sequence();
+  const std::vector<uint32_t> pos = OpPositions(seq, in.it->ops.size());
+  const int64_t n = static_cast<int64_t>(seq.size());
+  const SequenceUses all_uses(in, seq);
+  std::set<std::pair<trace::BufferId, int32_t>> evicted;
+  for (const PlanBuilder::Eviction& e : builder.evictions()) evicted.insert({e.buffer, e.after});
+  std::vector<Gap> gaps;
+  for (size_t b = 0; b < in.it->buffers.size(); ++b) {
+    const std::span<const BufferUse> u = all_uses.of(static_cast<trace::BufferId>(b));
+    if (u.empty() || in.it->buffers[b].bytes == 0) continue;
+    const bool persistent = in.access.persistent[b];
+    if (persistent && !wrap) continue;
+    Gap g;
+    g.buffer = static_cast<trace::BufferId>(b);
+    g.bytes = in.it->buffers[b].bytes;
+    for (size_t i = 0; i + 1 < u.size(); ++i) {
+      const uint32_t after = OwnOpAtOrAfter(seq, u[i].item);
+      const uint32_t need = OwnOpAtOrAfter(seq, u[i + 1].item);
+      if (need <= after + 1 || evicted.count({g.buffer, static_cast<int32_t>(after)})) continue;
+      if (u[i + 1].pure_write && !persistent) continue;  // the value dies here: the buffer is freed anyway
+      Gap x = g;
+      x.after = static_cast<int32_t>(after);
+      x.need = need;
+      x.lo1 = pos[after] + 1;
+      x.hi1 = u[i + 1].pure_write ? static_cast<int64_t>(u[i + 1].item) - 1 : pos[need - 1];
+      if (x.hi1 >= x.lo1) gaps.push_back(x);
+    }
+    if (!persistent || builder.host_resident()[b]) continue;
+    Gap w = g;
+    w.wrap = true;
+    const uint32_t first_need = OwnOpAtOrAfter(seq, u.front().item);
+    w.lo1 = 0;
+    w.hi1 = u.front().pure_write ? static_cast<int64_t>(u.front().item) - 1
+                                 : (first_need == 0 ? -1 : static_cast<int64_t>(pos[first_need - 1]));
+    w.lo2 = pos[OwnOpAtOrAfter(seq, u.back().item)] + 1;
+    w.hi2 = n - 1;
+    gaps.push_back(w);
+  }
+  return gaps;
+}
+
+void ApplyGap(PlanBuilder& b, const Gap& g, int block) {
+  if (g.wrap) {
+    b.AddHostResident(g.buffer);
+    return;
+  }
+  PlanBuilder::Eviction e;
+  e.buffer = g.buffer;
+  e.after = g.after;
+  e.need = g.need;
+  e.prefetch_after = g.prefetch_after;
+  e.block = block;
+  b.Evict(e);
+}
+
+void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x, int block) {
+  PlanBuilder::Eviction e;
+  e.buffer = x;
+  e.after = static_cast<int32_t>(m.last_forward_use[x]);
+  e.need = m.first_later_use[x];
+  e.recomputed = true;
+  e.block = block;
+  b.Evict(e);
+}
+
+Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity) {
+  std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) {
+    return x.cls != y.cls ? x.cls < y.cls : x.order < y.order;
+  });
+  std::vector<bool> taken(gaps.size(), false);
+  for (int round = 0; round < 8; ++round) {
+    std::vector<uint64_t> mem = b.LatestRestoreMemory();
+    while (true) {
+      const auto peak = std::max_element(mem.begin(), mem.end());
+      if (peak == mem.end() || *peak <= capacity) break;
+      const int64_t p = peak - mem.begin();
+      size_t pick = gaps.size();
+      for (size_t i = 0; i < gaps.size(); ++i) {
+        const Gap& g = gaps[i];
+        if (taken[i]) continue;
+        if ((p >= g.lo1 && p <= g.hi1) || (p >= g.lo2 && p <= g.hi2)) {
+          pick = i;
+          break;
+        }
+      }
+      if (pick == gaps.size()) {
+        const std::vector<ComputeItem> seq = b.Sequence();
+        const trace::OpId op = seq[static_cast<size_t>(p)].op;
+        return Infeasible(fmt::format("{} are needed at op {} ({}) even with everything evictable off the device, "
+                                      "capacity {}", FormatBytes(*peak), op, m.in->it->ops[op].name,
+                                      FormatBytes(capacity)));
+      }
+      taken[pick] = true;
+      const Gap& g = gaps[pick];
+      ApplyGap(b, g);
+      for (int64_t k = g.lo1; k <= g.hi1; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
+      for (int64_t k = g.lo2; k <= g.hi2; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
+    }
+    const std::vector<uint64_t> check = b.LatestRestoreMemory();
+    if (check.empty() || *std::max_element(check.begin(), check.end()) <= capacity) return Status::Ok();
+  }
+  return Infeasible("capacity-based eviction did not converge");
+}
+
+}  // namespace karma::policy

@@ -1,0 +1,116 @@
+// The independent schedule checker: it accepts what is right and catches what the simulator cannot see
+// (a recompute from a changed input) or what a broken simulator would report (bad times, missing copies).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "policy/checker.h"
+#include "policy/simulator.h"
+#include "tests/planner/planner_test_util.h"
+
+namespace karma::policy {
+namespace {
+
+using testing::AddTimedOp;
+using trace::BufferKind;
+using trace::Phase;
+
+// x (skip connection) is swapped out, back for op 3, dropped, and back for op 5.
+struct SkipCase {
+  trace::Iteration it;
+  trace::BufferId x;
+  Plan plan;
+  SkipCase() {
+    x = testing::AddBuffer(it, 300, BufferKind::kActivation);
+    const auto a = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    const auto b = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    const auto c = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    const auto g = testing::AddBuffer(it, 10, BufferKind::kTemp);
+    AddTimedOp(it, Phase::kForward, {}, {x}, 100);
+    AddTimedOp(it, Phase::kForward, {x}, {a}, 100);
+    AddTimedOp(it, Phase::kForward, {a}, {b}, 100);
+    AddTimedOp(it, Phase::kForward, {b, x}, {c}, 100);
+    AddTimedOp(it, Phase::kBackward, {c}, {g}, 100);
+    AddTimedOp(it, Phase::kBackward, {x, g}, {}, 100);
+    plan = testing::PlanOf({testing::SwapOut(x, 1), testing::SwapIn(x, 2, 3), testing::Discard(x, 3),
+                            testing::SwapIn(x, 4, 5)});
+  }
+};
+
+TEST(Checker, AcceptsACorrectSchedule) {
+  SkipCase c;
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  const SimResult r = Simulate(in, c.plan, {.record_events = true});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_TRUE(CheckSchedule(in, c.plan, r).ok()) << CheckSchedule(in, c.plan, r).message();
+}
+
+TEST(Checker, CatchesTamperedSchedules) {
+  SkipCase c;
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  const SimResult good = Simulate(in, c.plan, {.record_events = true});
+  ASSERT_TRUE(good.feasible);
+  auto expect_caught = [&](const SimResult& r, const char* what, const char* message) {
+    const Status st = CheckSchedule(in, c.plan, r);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(message), std::string::npos) << what << ": " << st.message();
+  };
+  {
+    SimResult r = good;  // the second swap-in never happened
+    std::erase_if(r.events, [](const SimEvent& e) { return e.kind != SimEvent::kComputeStart &&
+                                                           e.kind != SimEvent::kComputeEnd && e.index == 3; });
+    expect_caught(r, "missing swap-in", "not on the device");
+  }
+  {
+    SimResult r = good;  // a copy that ends too early
+    for (SimEvent& e : r.events) {
+      if (e.kind == SimEvent::kCopyEnd && e.index == 1) e.t -= 50e-9;
+    }
+    std::stable_sort(r.events.begin(), r.events.end(), [](const SimEvent& a, const SimEvent& b) { return a.t < b.t; });
+    expect_caught(r, "short copy", "wrong time");
+  }
+  {
+    SimResult r = good;  // the simulator under-reports the peak
+    r.peak_bytes -= 1;
+    expect_caught(r, "peak", "reported");
+  }
+  {
+    const SimInput small = MakeSimInput(c.it, testing::NanosecondProfile(), 450);
+    const Status st = CheckSchedule(small, c.plan, good);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("over the capacity"), std::string::npos) << st.message();
+  }
+}
+
+TEST(Checker, CatchesARecomputeFromAChangedInput) {
+  // z = f(x); then x changes in place; a recompute of f before the backward pass would read the new x. The
+  // simulator sees resident data and accepts the plan; the checker tracks values and does not.
+  trace::Iteration it;
+  const auto x = testing::AddBuffer(it, 100, BufferKind::kActivation);
+  const auto z = testing::AddBuffer(it, 100, BufferKind::kActivation);
+  AddTimedOp(it, Phase::kForward, {}, {x}, 10);      // 0
+  AddTimedOp(it, Phase::kForward, {x}, {z}, 10);     // 1
+  AddTimedOp(it, Phase::kForward, {x}, {x}, 10);     // 2: in place
+  AddTimedOp(it, Phase::kBackward, {z}, {}, 10);     // 3
+  AddTimedOp(it, Phase::kBackward, {x}, {}, 10);     // 4
+  const SimInput in = MakeSimInput(it, testing::NanosecondProfile(), 1000);
+  const Plan plan = testing::PlanOf({testing::Discard(z, 1), testing::Recompute({1}, 3)});
+  const SimResult r = Simulate(in, plan, {.record_events = true});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  const Status st = CheckSchedule(in, plan, r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("value written by op 2 instead of op 0"), std::string::npos) << st.message();
+}
+
+TEST(Checker, RefusesAnInfeasibleOrEmptySimulation) {
+  SkipCase c;
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  SimResult no_events = Simulate(in, c.plan);
+  EXPECT_FALSE(CheckSchedule(in, c.plan, no_events).ok());
+  SimResult infeasible;
+  infeasible.reason = "test";
+  EXPECT_FALSE(CheckSchedule(in, c.plan, infeasible).ok());
+}
+
+}  // namespace
+}  // namespace karma::policy

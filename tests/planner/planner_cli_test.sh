@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Command-line contract of karma-trace simulate, compare and plan: JSON keys and figures, capacity forms, plan
+# files that round-trip, pictures, and exit codes on bad input.
+# Usage: planner_cli_test.sh KARMA_TRACE DATA_DIR CASE
+set -uo pipefail
+kt=$1
+data=$2
+case_name=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+resnet=$data/workloads/resnet50-b128.json
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# py EXPR FILE: evaluates EXPR with d = the JSON object in FILE; exits non-zero when it is false.
+check() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$2"; }
+
+expect_exit() {
+  local want=$1 what=$2
+  shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local code=$?
+  if ((code != want)); then
+    fail "$what: exit code $code, expected $want ($(head -c 200 "$work/err"))"
+  elif ((want != 0)) && [[ ! -s $work/err ]]; then
+    fail "$what: no message on stderr"
+  else
+    echo "ok   $what (exit $code)"
+  fi
+}
+
+case $case_name in
+  simulate_json)
+    "$kt" simulate "$resnet" --gpu v100-16g-pcie3 --pressure 2 --strategy karma --json >"$work/k.json" || fail "simulate karma"
+    for key in strategy feasible iteration_ms ideal_ms stall_ms swap_in_bytes swap_out_bytes recompute_ms peak_bytes; do
+      check "'$key' in d" "$work/k.json" || fail "simulate --json lacks $key"
+    done
+    check "d['feasible'] and d['strategy'] == 'karma'" "$work/k.json" || fail "karma is not feasible at k=2"
+    check "abs(d['ideal_ms'] - 325.9) < 0.05" "$work/k.json" || fail "ideal_ms of resnet50-b128 is not 325.9"
+    check "d['iteration_ms'] >= d['ideal_ms'] and d['peak_bytes'] <= d['capacity_bytes']" "$work/k.json" ||
+      fail "karma faster than in-core or above capacity"
+    "$kt" simulate "$resnet" --pressure 2 --strategy incore --json >"$work/i.json" || fail "simulate incore"
+    check "d['feasible'] is False and 'needs' in d['reason']" "$work/i.json" || fail "incore at k=2 should be infeasible with a reason"
+    echo "ok   simulate --json: $(python3 -c "import json; d=json.load(open('$work/k.json')); print(round(d['iteration_ms'],1), 'ms vs', round(d['ideal_ms'],1))")"
+    ;;
+
+  capacity_forms)
+    # 5.31 GiB given as a unit, as plain bytes and as a fraction of the 16 GiB profile: the same plan.
+    "$kt" simulate "$resnet" --capacity 5.5GiB --strategy capacity --json >"$work/a.json" || fail "unit capacity"
+    "$kt" simulate "$resnet" --capacity 5905580032 --strategy capacity --json >"$work/b.json" || fail "plain bytes"
+    "$kt" simulate "$resnet" --capacity 0.34375 --strategy capacity --json >"$work/c.json" || fail "fraction"
+    for f in b c; do
+      python3 -c "import json; a=json.load(open('$work/a.json')); b=json.load(open('$work/$f.json')); exit(a['capacity_bytes']!=b['capacity_bytes'] or a['iteration_ms']!=b['iteration_ms'])" ||
+        fail "capacity form $f differs"
+    done
+    "$kt" simulate "$resnet" --strategy incore --json >"$work/d.json" || fail "default capacity"
+    check "d['capacity_bytes'] == 16 * 2**30 and d['feasible']" "$work/d.json" || fail "default capacity is not the profile's 16 GiB"
+    echo "ok   capacity forms"
+    ;;
+
+  plan_files)
+    "$kt" simulate "$resnet" --pressure 3 --strategy karma --save-plan "$work/p.json" --json >"$work/s.json" || fail "save plan"
+    check "d['format'] == 'karma-plan' and d['version'] == 1 and len(d['actions']) > 0" "$work/p.json" || fail "plan file"
+    "$kt" simulate "$resnet" --pressure 3 --plan "$work/p.json" --json >"$work/r.json" || fail "simulate --plan"
+    python3 -c "import json; a=json.load(open('$work/s.json')); b=json.load(open('$work/r.json')); exit(a['iteration_ms']!=b['iteration_ms'])" ||
+      fail "a saved plan simulates differently"
+    # The same plan at a smaller capacity is refused with a reason, not accepted.
+    "$kt" simulate "$resnet" --pressure 5 --plan "$work/p.json" --json >"$work/t.json" || fail "simulate --plan at k=5"
+    check "not d['feasible'] and d['reason']" "$work/t.json" || fail "a plan above capacity was accepted"
+    echo "ok   plan files round-trip"
+    ;;
+
+  compare_plan_svg)
+    "$kt" compare "$resnet" --pressure 2 >"$work/c.txt" || fail "compare"
+    for s in incore um vdnn superneurons checkpoint capacity karma; do
+      grep -q "^$s " "$work/c.txt" || fail "compare lacks $s"
+    done
+    "$kt" plan "$resnet" --pressure 2 --svg "$work/p.svg" >"$work/p.txt" || fail "plan"
+    grep -q "F1 -> F2" "$work/p.txt" || fail "plan prints no stage notation"
+    "$kt" plan "$resnet" --pressure 2 --strategy capacity >"$work/c.txt" || fail "plan --strategy capacity"
+    grep -q "F2||S1out" "$work/c.txt" || fail "capacity-based swapping shows no swap-out beside a forward block"
+    grep -q "<svg" "$work/p.svg" && grep -q "device memory in use" "$work/p.svg" && grep -q "host" "$work/p.svg" ||
+      fail "the SVG lacks its lanes or memory plot"
+    "$kt" plan "$resnet" --pressure 2 --strategy checkpoint --json >"$work/p.json" || fail "plan --json"
+    check "'R1' in d['notation'] or 'R2' in d['notation']" "$work/p.json" || fail "checkpointing shows no recompute stage"
+    echo "ok   compare, plan and its picture"
+    ;;
+
+  bad_inputs)
+    expect_exit 2 "unknown strategy" "$kt" simulate "$resnet" --strategy magic
+    expect_exit 2 "--capacity with --pressure" "$kt" simulate "$resnet" --strategy karma --capacity 1GiB --pressure 2
+    expect_exit 2 "no strategy and no plan" "$kt" simulate "$resnet"
+    expect_exit 2 "um has no plan to print" "$kt" plan "$resnet" --strategy um
+    expect_exit 1 "bad capacity" "$kt" simulate "$resnet" --strategy karma --capacity lots
+    expect_exit 1 "unknown profile" "$kt" compare "$resnet" --gpu k80
+    expect_exit 1 "missing file" "$kt" plan "$work/none.json"
+    echo '{"format": "karma-plan", "version": 9}' >"$work/new.json"
+    expect_exit 1 "newer plan version" "$kt" simulate "$resnet" --plan "$work/new.json"
+    grep -q "version 9" "$work/err" || fail "the version message does not name the file's version"
+    ;;
+
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+((fails == 0))
