@@ -256,7 +256,9 @@ Result<int> HostOptimizer::AddTensor(int group, const TensorSpec& spec) {
     KARMA_RETURN_IF_ERROR(AllocateMissing(&t->kt.momentum_buffer, &t->owned_momentum, t->numel, pool_.get()));
   }
   g->tensors.push_back(std::move(t));
-  return static_cast<int>(g->tensors.size() - 1);
+  const int index = static_cast<int>(g->tensors.size() - 1);
+  if (spec.grad) by_gradient_[spec.grad] = TensorRef{group, index};
+  return index;
 }
 
 Status HostOptimizer::SetHyperParams(int group, const HyperParams& hp) {
@@ -288,7 +290,12 @@ Status HostOptimizer::SetPointers(int group, int tensor, void* param, const void
     return InvalidArgument("host optimizer: parameter and gradient must be aligned to their element size");
   }
   if (param) t->kt.param = param;
+  if (t->kt.grad) {
+    auto it = by_gradient_.find(t->kt.grad);
+    if (it != by_gradient_.end() && it->second.group == group && it->second.tensor == tensor) by_gradient_.erase(it);
+  }
   t->kt.grad = grad;
+  if (grad) by_gradient_[grad] = TensorRef{group, tensor};
   return Status::Ok();
 }
 
@@ -318,38 +325,64 @@ Status HostOptimizer::ReloadMaster(int group) {
 
 Status HostOptimizer::Step() {
   std::lock_guard lock(mu_);
-  std::vector<Group*> all;
-  all.reserve(groups_.size());
-  for (auto& g : groups_) all.push_back(g.get());
+  std::vector<Selected> all;
+  for (auto& g : groups_) {
+    for (auto& t : g->tensors) all.push_back({g.get(), t.get()});
+  }
   return StepLocked(all);
 }
 
 Status HostOptimizer::StepGroups(std::span<const int> groups) {
   std::lock_guard lock(mu_);
-  std::vector<Group*> selected;
-  selected.reserve(groups.size());
+  std::vector<Group*> seen;
+  std::vector<Selected> selected;
   for (int id : groups) {
     KARMA_ASSIGN_OR_RETURN(Group * g, FindGroup(id));
     // Twice in one step would race two workers on the same elements.
-    if (std::find(selected.begin(), selected.end(), g) != selected.end()) {
+    if (std::find(seen.begin(), seen.end(), g) != seen.end()) {
       return InvalidArgument("host optimizer: group " + std::to_string(id) + " listed twice in one step");
     }
-    selected.push_back(g);
+    seen.push_back(g);
+    for (auto& t : g->tensors) selected.push_back({g, t.get()});
   }
   return StepLocked(selected);
 }
 
-Status HostOptimizer::StepLocked(std::span<Group* const> groups) {
-  items_.clear();
-  for (Group* g : groups) {
-    const bool sgd_momentum = g->hp.algorithm == Algorithm::kSgd && g->hp.momentum != 0;
-    for (auto& t : g->tensors) {
-      if (!t->kt.grad || t->numel == 0) continue;
-      t->scalars = MakeStepScalars(g->hp, t->step + 1, sgd_momentum && !t->momentum_valid);
-      t->kernel = kernels_->fn[static_cast<int>(g->hp.algorithm)][static_cast<int>(t->dtype)];
-      for (size_t b = 0; b < t->numel; b += block_elems_) {
-        items_.push_back({t.get(), b, std::min(t->numel, b + block_elems_)});
+Status HostOptimizer::StepTensors(std::span<const TensorRef> tensors) {
+  std::lock_guard lock(mu_);
+  std::vector<Selected> selected;
+  selected.reserve(tensors.size());
+  for (const TensorRef& ref : tensors) {
+    KARMA_ASSIGN_OR_RETURN(Group * g, FindGroup(ref.group));
+    KARMA_ASSIGN_OR_RETURN(Tensor * t, FindTensor(ref.group, ref.tensor));
+    for (const Selected& s : selected) {
+      if (s.tensor == t) {
+        return InvalidArgument("host optimizer: tensor " + std::to_string(ref.tensor) + " of group " +
+                               std::to_string(ref.group) + " listed twice in one step");
       }
+    }
+    selected.push_back({g, t});
+  }
+  return StepLocked(selected);
+}
+
+std::optional<TensorRef> HostOptimizer::FindByGradient(const void* grad) const {
+  std::lock_guard lock(mu_);
+  auto it = by_gradient_.find(grad);
+  if (it == by_gradient_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status HostOptimizer::StepLocked(std::span<const Selected> tensors) {
+  items_.clear();
+  for (const Selected& s : tensors) {
+    Tensor* t = s.tensor;
+    if (!t->kt.grad || t->numel == 0) continue;
+    const bool sgd_momentum = s.group->hp.algorithm == Algorithm::kSgd && s.group->hp.momentum != 0;
+    t->scalars = MakeStepScalars(s.group->hp, t->step + 1, sgd_momentum && !t->momentum_valid);
+    t->kernel = kernels_->fn[static_cast<int>(s.group->hp.algorithm)][static_cast<int>(t->dtype)];
+    for (size_t b = 0; b < t->numel; b += block_elems_) {
+      items_.push_back({t, b, std::min(t->numel, b + block_elems_)});
     }
   }
   pool_->ParallelFor(items_.size(), [this](size_t i, int) {
@@ -357,13 +390,11 @@ Status HostOptimizer::StepLocked(std::span<Group* const> groups) {
     StandardFpEnvironment fp;
     w.tensor->kernel(w.tensor->kt, w.begin, w.end, w.tensor->scalars);
   });
-  for (Group* g : groups) {
-    const bool sgd_momentum = g->hp.algorithm == Algorithm::kSgd && g->hp.momentum != 0;
-    for (auto& t : g->tensors) {
-      if (!t->kt.grad || t->numel == 0) continue;
-      ++t->step;
-      if (sgd_momentum) t->momentum_valid = true;
-    }
+  for (const Selected& s : tensors) {
+    Tensor* t = s.tensor;
+    if (!t->kt.grad || t->numel == 0) continue;
+    ++t->step;
+    if (s.group->hp.algorithm == Algorithm::kSgd && s.group->hp.momentum != 0) t->momentum_valid = true;
   }
   return Status::Ok();
 }

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "mpi_shim/host_optimizer/host_buffer.h"
@@ -92,6 +94,12 @@ struct TensorState {
 
 inline constexpr int kMaxThreads = 4096;
 
+// A registered tensor: its group and its index in the group.
+struct TensorRef {
+  int group = 0;
+  int tensor = 0;
+};
+
 struct Options {
   int threads = 0;                // 0: every CPU this process may run on; at most kMaxThreads
   Isa isa = Isa::kAuto;           // kAuto: BestIsa()
@@ -119,6 +127,11 @@ class HostOptimizer {
   // blocks of block_elems across the pool. Calls are serialized.
   Status Step();
   Status StepGroups(std::span<const int> groups);
+  // One update of the listed tensors that have a gradient (each listed once): the data-parallel shim updates
+  // a tensor as soon as its gradient is reduced.
+  Status StepTensors(std::span<const TensorRef> tensors);
+  // The tensor whose gradient array starts at `grad` (the buffer an allreduce reduced), if one is registered.
+  std::optional<TensorRef> FindByGradient(const void* grad) const;
 
   Result<HyperParams> GetHyperParams(int group) const;
   Result<TensorState> GetState(int group, int tensor) const;
@@ -138,7 +151,11 @@ class HostOptimizer {
   HostOptimizer(const Options& options, Isa isa, std::unique_ptr<ThreadPool> pool);
   Result<Group*> FindGroup(int group) const;
   Result<Tensor*> FindTensor(int group, int tensor) const;
-  Status StepLocked(std::span<Group* const> groups);
+  struct Selected {
+    Group* group;
+    Tensor* tensor;
+  };
+  Status StepLocked(std::span<const Selected> tensors);
 
   const KernelTable* kernels_;
   Isa isa_;
@@ -146,6 +163,7 @@ class HostOptimizer {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<WorkItem> items_;  // reused by every step
+  std::unordered_map<const void*, TensorRef> by_gradient_;
   mutable std::mutex mu_;
 };
 
