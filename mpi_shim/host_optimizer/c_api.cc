@@ -1,22 +1,18 @@
 // The host-optimizer part of the public C API (include/karma/karma.h), over HostOptimizer.
-#include <exception>
-#include <memory>
-#include <new>
 #include <string>
 
 #include "include/karma/karma.h"
+#include "mpi_shim/host_optimizer/c_api_internal.h"
 #include "mpi_shim/host_optimizer/host_optimizer.h"
 #include "runtime/common/env.h"
 #include "runtime/common/log.h"
-
-struct karma_optimizer {
-  std::unique_ptr<karma::hostopt::HostOptimizer> impl;
-};
 
 namespace {
 
 using karma::Code;
 using karma::Status;
+using karma::capi::Guard;
+using karma::capi::NullArgument;
 namespace ho = karma::hostopt;
 
 static_assert(KARMA_ERR_INVALID_ARGUMENT == static_cast<int>(Code::kInvalidArgument));
@@ -32,28 +28,6 @@ static_assert(KARMA_DTYPE_BF16 == static_cast<int>(ho::DType::kBF16));
 static_assert(KARMA_ISA_AVX512 == static_cast<int>(ho::Isa::kAvx512));
 
 thread_local std::string g_last_error;
-
-karma_status Report(const Status& s) {
-  if (s.ok()) return KARMA_OK;
-  g_last_error = s.message();
-  return static_cast<karma_status>(s.code());
-}
-
-// Nothing may unwind into C: allocation failures and anything unforeseen become a status.
-template <typename Fn>
-karma_status Guard(Fn&& fn) {
-  try {
-    return Report(fn());
-  } catch (const std::bad_alloc&) {
-    return Report(Status(Code::kResourceExhausted, "out of memory"));
-  } catch (const std::exception& e) {
-    return Report(karma::Internal(std::string("unexpected: ") + e.what()));
-  } catch (...) {
-    return Report(karma::Internal("unexpected exception"));
-  }
-}
-
-Status NullArgument(const char* what) { return karma::InvalidArgument(std::string(what) + " is NULL"); }
 
 karma::Result<ho::HyperParams> FromC(const karma_opt_hparams* h) {
   if (!h) return NullArgument("hyper-parameters");
@@ -115,6 +89,12 @@ karma::Result<ho::Options> OptionsFrom(const karma_opt_config* config) {
 }
 
 }  // namespace
+
+karma_status karma::capi::Report(const Status& s) {
+  if (s.ok()) return KARMA_OK;
+  g_last_error = s.message();
+  return static_cast<karma_status>(s.code());
+}
 
 extern "C" {
 
