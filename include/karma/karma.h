@@ -138,6 +138,55 @@ karma_status karma_optimizer_reload_master(karma_optimizer* opt, int32_t group);
 karma_status karma_optimizer_step(karma_optimizer* opt);
 karma_status karma_optimizer_step_groups(karma_optimizer* opt, const int32_t* groups, size_t count);
 
+/* ---- Data parallel (libkarma_mpi.so) ------------------------------------------------------------------------
+ * libkarma_mpi.so, preloaded into the ranks of an Open MPI program (mpirun -x LD_PRELOAD=.../libkarma_mpi.so),
+ * takes over MPI_Allreduce and MPI_Iallreduce with no change to the program: the allreduces of an iteration
+ * are grouped into phases (MG-WFBP merge rule) and reduced in rank order by one communication thread. It
+ * exports the karma_optimizer_* functions above and the karma_dp_* ones below; an application that may run
+ * without it looks them up with dlsym(RTLD_DEFAULT, ...). See mpi_shim/README.md. */
+
+/* Host updates as gradients are reduced (the paper's pipeline): once the allreduce whose receive buffer is
+ * the gradient array of a tensor registered in opt has completed, the shim applies that tensor's update on the
+ * host, and only then completes the caller's request (MPI_Wait returns with the parameters updated). The
+ * application then skips its own optimizer step for those tensors. Several optimizers may be attached. */
+karma_status karma_dp_attach_optimizer(karma_optimizer* opt);
+karma_status karma_dp_detach_optimizer(karma_optimizer* opt);
+
+/* Where the data of the buffers the shim touches on the host should be: a runtime that places memory (the
+ * libkarma.so replay executor) installs these; without them the shim moves whole 2 MiB pages of CUDA managed
+ * memory itself with cudaMemPrefetchAsync (KARMA_MPI_PREFETCH). Called on the shim's threads. */
+typedef struct karma_dp_memory_hooks {
+  void* ctx;
+  /* [ptr, ptr + bytes) is about to be read or written on the host (gradients before a reduction; parameters
+   * and optimizer state before a host update). */
+  void (*to_host)(void* ctx, const void* ptr, size_t bytes);
+  /* Returns once every to_host issued so far has taken effect. */
+  void (*sync)(void* ctx);
+  /* The host is done with [ptr, ptr + bytes): a reduced gradient the device will read, or parameters the host
+   * just updated, needed by the next forward pass. */
+  void (*to_device)(void* ctx, const void* ptr, size_t bytes);
+} karma_dp_memory_hooks;
+
+/* hooks NULL: back to the built-in behaviour. */
+karma_status karma_dp_set_memory_hooks(const karma_dp_memory_hooks* hooks);
+
+typedef struct karma_dp_stats {
+  int32_t active;       /* the shim runs (MPI initialized with MPI_THREAD_MULTIPLE, KARMA_MPI=1) */
+  int32_t rank, size;   /* in MPI_COMM_WORLD */
+  int32_t reserved;
+  uint64_t rounds;      /* rounds of allreduces (the calls between two waits) */
+  uint64_t planned_rounds; /* rounds that followed a merge plan */
+  uint64_t calls;       /* allreduces of the application taken over */
+  uint64_t groups;      /* collective reductions the communication thread ran for them */
+  uint64_t bytes;       /* bytes reduced */
+  uint64_t host_updates; /* tensors updated on the host by an attached optimizer */
+  uint64_t prefetched_bytes; /* bytes moved by the built-in memory hooks (both directions) */
+  double alpha_s;       /* the cost model: start-up seconds of one allreduce */
+  double beta_s_per_byte; /* and seconds per byte */
+} karma_dp_stats;
+
+karma_status karma_dp_get_stats(karma_dp_stats* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -28,7 +28,21 @@
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \
     "Host threads that run optimizer updates (karma_optimizer_create); 0: every CPU the process may use.")     \
   X(KARMA_HOSTOPT_ISA, kEnum, "auto", "auto|avx512|avx2|scalar",                                                \
-    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")
+    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")                                 \
+  X(KARMA_MPI, kBool, "1", "",                                                                                  \
+    "libkarma_mpi.so: phase MPI_Allreduce/MPI_Iallreduce on a communication thread; 0: pass every MPI call "    \
+    "through.")                                                                                                 \
+  X(KARMA_MPI_COST, kString, "", "",                                                                            \
+    "Allreduce cost model ALPHA_US,GBPS (start-up microseconds, GB/s) for merging; empty: measured at "         \
+    "MPI_Init.")                                                                                                \
+  X(KARMA_MPI_TIMEOUT, kInt, "300", "",                                                                         \
+    "Seconds an allreduce of the shim may take before the job is aborted (a rank died or hangs); 0: never.")    \
+  X(KARMA_MPI_TIMELINE, kString, "", "",                                                                        \
+    "File for each rank's allreduce timeline (JSON, written at MPI_Finalize); %r becomes the rank; empty: "     \
+    "none.")                                                                                                    \
+  X(KARMA_MPI_PREFETCH, kBool, "1", "",                                                                         \
+    "Move managed buffers the shim reads or writes on the host there first, and parameters back to the "        \
+    "device after a host update (whole 2 MiB pages, CUDA prefetch).")
 
 namespace karma {
 
