@@ -1,9 +1,13 @@
 // mlp_trainer: a linear chain of fully connected layers (leaky ReLU, dropout) trained with SGD + momentum.
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "common/layers.h"
 #include "common/trainer.h"
+#if APPS_MPI
+#include "common/mpi_exchange.h"
+#endif
 
 namespace {
 
@@ -25,7 +29,7 @@ class Mlp : public Model {
     }
   }
 
-  void Step(Context& c, int iter, float* loss) override {
+  void ForwardBackward(Context& c, int iter, int shard, float* loss, const BackwardHooks& hooks) override {
     const int w = s_.width;
     const int b = static_cast<int>(s_.batch);
     const int64_t n = int64_t{w} * b;
@@ -33,7 +37,7 @@ class Mlp : public Model {
 
     float* x = c.New(n);
     float* target = c.New(n);
-    UploadBatch(c, s_, iter, x, target);
+    UploadBatch(c, s_, iter, shard, x, target);
 
     // Forward: every layer keeps its input, its pre-activation and its dropout mask for the backward pass.
     struct Saved {
@@ -53,17 +57,18 @@ class Mlp : public Model {
       if (l + 1 < depth) {
         mask = c.New(n);
         out = c.New(n);
-        c.Run<k::Dropout>(n, n, Mix(s_.seed + 7919 * static_cast<uint64_t>(iter) + static_cast<uint64_t>(l)),
-                          static_cast<const float*>(a), mask, out);
+        c.Run<k::Dropout>(n, n, n * shard, Mix(s_.seed + 7919 * static_cast<uint64_t>(iter) + static_cast<uint64_t>(l)),
+                    static_cast<const float*>(a), mask, out);
         c.Free(a);
       }
       saved[l] = {h, z, mask};
       h = out;
     }
     float* dy = c.New(n);
-    c.Run<k::MseLoss>(n, n, static_cast<const float*>(h), static_cast<const float*>(target), loss, dy);
+    c.Run<k::MseLoss>(n, n, n * s_.shards, static_cast<const float*>(h), static_cast<const float*>(target), loss, dy);
     c.Free(h);
     c.Free(target);
+    if (hooks.begin) hooks.begin();
 
     // Backward, releasing what each layer kept as soon as its gradients are done.
     float* g = dy;
@@ -71,7 +76,7 @@ class Mlp : public Model {
       const Saved& s = saved[l];
       float* dz = c.New(n);
       c.Run<k::BiasActBwd>(n, n, static_cast<const float*>(g), static_cast<const float*>(s.mask),
-                           static_cast<const float*>(s.z), dz);
+                     static_cast<const float*>(s.z), dz);
       c.Free(g);
       c.Free(s.z);
       c.Free(s.mask);
@@ -84,24 +89,30 @@ class Mlp : public Model {
       }
       c.Free(dz);
       c.Free(s.input);
+      if (hooks.ready) {
+        hooks.ready(weights_[l]);
+        hooks.ready(biases_[l]);
+      }
     }
+  }
 
-    // Optimizer.
-    for (int l = 0; l < depth; ++l) {
+  void Update(Context& c, int iter) override {
+    for (int l = 0; l < s_.depth; ++l) {
       for (Param* p : {&weights_[l], &biases_[l]}) {
         c.Run<k::SgdMomentum>(p->n, p->n, kLearningRate, kMomentum, static_cast<const float*>(p->g), p->s1, p->w);
       }
     }
   }
 
-  std::vector<std::pair<const float*, size_t>> Parameters() const override {
-    std::vector<std::pair<const float*, size_t>> all;
+  void ForEachParam(const std::function<void(Param&)>& f) override {
     for (size_t l = 0; l < weights_.size(); ++l) {
-      all.push_back({weights_[l].w, static_cast<size_t>(weights_[l].n)});
-      all.push_back({biases_[l].w, static_cast<size_t>(biases_[l].n)});
+      f(weights_[l]);
+      f(biases_[l]);
     }
-    return all;
   }
+
+  // torch.optim.SGD(lr, momentum): the device kernel's update, as PyTorch defines it.
+  OptimizerSpec optimizer() const override { return {0, kLearningRate, kMomentum}; }
 
   void Release(Context& c) override {
     for (Param& p : weights_) FreeParam(c, p);
@@ -116,9 +127,13 @@ class Mlp : public Model {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const apps::AppInfo app{"mlp_trainer",
-                          "mlp_trainer: a chain of fully connected layers (leaky ReLU, dropout), SGD with momentum, "
-                          "synthetic data; written against the CUDA runtime API and cuBLAS.",
-                          16, [](const apps::Shape& s) { return std::make_unique<Mlp>(s); }};
+  apps::AppInfo app{"mlp_trainer",
+                    "mlp_trainer: a chain of fully connected layers (leaky ReLU, dropout), SGD with momentum, "
+                    "synthetic data; written against the CUDA runtime API and cuBLAS.",
+                    16, [](const apps::Shape& s) { return std::make_unique<Mlp>(s); },
+                    {}};
+#if APPS_MPI
+  app.mpi = apps::MakeMpiExchange;
+#endif
   return apps::RunTrainer(argc, argv, app);
 }

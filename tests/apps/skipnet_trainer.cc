@@ -1,9 +1,13 @@
 // skipnet_trainer: residual blocks in an encoder/decoder with long U-Net-style skips, trained with Adam.
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "common/layers.h"
 #include "common/trainer.h"
+#if APPS_MPI
+#include "common/mpi_exchange.h"
+#endif
 
 namespace {
 
@@ -34,12 +38,12 @@ class SkipNet : public Model {
     head_ = linear(0.1f * scale);
   }
 
-  void Step(Context& c, int iter, float* loss) override {
+  void ForwardBackward(Context& c, int iter, int shard, float* loss, const BackwardHooks& hooks) override {
     const int64_t n = int64_t{s_.width} * s_.batch;
     const int half = blocks_per_half_;
     float* x = c.New(n);
     float* target = c.New(n);
-    UploadBatch(c, s_, iter, x, target);
+    UploadBatch(c, s_, iter, shard, x, target);
 
     // Forward.
     float* z0 = c.New(n);
@@ -61,17 +65,20 @@ class SkipNet : public Model {
     Matmul(c, head_, d, y);
     c.Run<k::Bias>(n, int64_t{s_.width}, s_.batch, static_cast<const float*>(head_.b.w), y);
     float* dy = c.New(n);
-    c.Run<k::MseLoss>(n, n, static_cast<const float*>(y), static_cast<const float*>(target), loss, dy);
+    c.Run<k::MseLoss>(n, n, n * s_.shards, static_cast<const float*>(y), static_cast<const float*>(target), loss, dy);
     c.Free(y);
     c.Free(target);
 
     // Backward.
+    if (hooks.begin) hooks.begin();
     float* g = Backprop(c, head_, d, dy);
     c.Free(dy);
     c.Free(d);
+    Ready(hooks, head_);
     std::vector<float*> skip_grad(half, nullptr);  // gradients reaching e[0..S-2] (index S-1: h0) through skips
     for (int j = half - 1; j >= 0; --j) {
       float* gu = BlockBackward(c, blocks_[half + j], saved[half + j], g);
+      Ready(hooks, blocks_[half + j]);
       c.Free(saved[half + j].u);
       skip_grad[j + 1 < half ? half - 2 - j : half - 1] = Duplicate(c, gu, n);
       g = gu;  // the same gradient reaches the decoder's input
@@ -82,6 +89,7 @@ class SkipNet : public Model {
         c.Free(skip_grad[i]);
       }
       float* gu = BlockBackward(c, blocks_[i], saved[i], g);
+      Ready(hooks, blocks_[i]);
       if (i > 0) c.Free(saved[i].u);  // e[i - 1]; block 0's input is h0
       g = gu;
     }
@@ -96,8 +104,10 @@ class SkipNet : public Model {
     WeightGrads(c, stem_, x, dz0);
     c.Free(dz0);
     c.Free(x);
+    Ready(hooks, stem_);
+  }
 
-    // Optimizer.
+  void Update(Context& c, int iter) override {
     const float t = static_cast<float>(iter + 1);
     const float c1 = 1 - std::pow(0.9f, t), c2 = 1 - std::pow(0.999f, t);
     ForEachParam([&](Param& p) {
@@ -105,12 +115,21 @@ class SkipNet : public Model {
     });
   }
 
-  std::vector<std::pair<const float*, size_t>> Parameters() const override {
-    std::vector<std::pair<const float*, size_t>> all;
-    const_cast<SkipNet*>(this)->ForEachParam(
-        [&](Param& p) { all.push_back({p.w, static_cast<size_t>(p.n)}); });
-    return all;
+  void ForEachParam(const std::function<void(Param&)>& f) override {
+    for (Linear* l : {&stem_, &head_}) {
+      f(l->w);
+      f(l->b);
+    }
+    for (Residual& r : blocks_) {
+      for (Linear* l : {&r.first, &r.second}) {
+        f(l->w);
+        f(l->b);
+      }
+    }
   }
+
+  // torch.optim.Adam(lr) with its default betas and eps, which the device kernel uses too.
+  OptimizerSpec optimizer() const override { return {1, kLearningRate, 0}; }
 
   void Release(Context& c) override {
     ForEachParam([&](Param& p) { FreeParam(c, p); });
@@ -129,18 +148,14 @@ class SkipNet : public Model {
     float* a1;  // activation
   };
 
-  template <typename F>
-  void ForEachParam(F f) {
-    for (Linear* l : {&stem_, &head_}) {
-      f(l->w);
-      f(l->b);
-    }
-    for (Residual& r : blocks_) {
-      for (Linear* l : {&r.first, &r.second}) {
-        f(l->w);
-        f(l->b);
-      }
-    }
+  static void Ready(const BackwardHooks& hooks, Linear& l) {
+    if (!hooks.ready) return;
+    hooks.ready(l.w);
+    hooks.ready(l.b);
+  }
+  static void Ready(const BackwardHooks& hooks, Residual& r) {
+    Ready(hooks, r.second);
+    Ready(hooks, r.first);
   }
 
   void Matmul(Context& c, const Linear& l, const float* in, float* out) {
@@ -157,7 +172,7 @@ class SkipNet : public Model {
     float* out = c.New(n);
     Matmul(c, r.second, a1, out);
     c.Run<k::BiasResidual>(n, int64_t{s_.width}, s_.batch, static_cast<const float*>(r.second.b.w),
-                           static_cast<const float*>(u), out);
+                     static_cast<const float*>(u), out);
     *saved = {u, z1, a1};
     return out;
   }
@@ -210,10 +225,14 @@ class SkipNet : public Model {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const apps::AppInfo app{"skipnet_trainer",
-                          "skipnet_trainer: residual blocks in an encoder/decoder with long U-Net-style skip "
-                          "connections, Adam, synthetic data; written against the CUDA runtime API and cuBLAS. "
-                          "--depth counts residual blocks (half encoder, half decoder).",
-                          8, [](const apps::Shape& s) { return std::make_unique<SkipNet>(s); }};
+  apps::AppInfo app{"skipnet_trainer",
+                    "skipnet_trainer: residual blocks in an encoder/decoder with long U-Net-style skip "
+                    "connections, Adam, synthetic data; written against the CUDA runtime API and cuBLAS. "
+                    "--depth counts residual blocks (half encoder, half decoder).",
+                    8, [](const apps::Shape& s) { return std::make_unique<SkipNet>(s); },
+                    {}};
+#if APPS_MPI
+  app.mpi = apps::MakeMpiExchange;
+#endif
   return apps::RunTrainer(argc, argv, app);
 }

@@ -57,17 +57,18 @@ struct BiasActBwd {
   }
 };
 
-// mask = (keep ? 1 / kKeep : 0), from a hash of (seed, index); y = x * mask.
+// mask = (keep ? 1 / kKeep : 0), from a hash of (seed, offset + index); y = x * mask. `offset` is where this
+// shard's elements start in the global batch, so a shard draws the mask the whole batch would.
 struct Dropout {
   static constexpr const char* kName = "dropout";
-  static void Body(int64_t n, uint64_t seed, const float* x, float* mask, float* y) {
+  static void Body(int64_t n, int64_t offset, uint64_t seed, const float* x, float* mask, float* y) {
     for (int64_t i = 0; i < n; ++i) {
-      const float u = Uniform(seed, 0, static_cast<uint64_t>(i));
+      const float u = Uniform(seed, 0, static_cast<uint64_t>(offset + i));
       mask[i] = u * 0.5f + 0.5f < kKeep ? 1.0f / kKeep : 0.0f;
       y[i] = x[i] * mask[i];
     }
   }
-  static void Cost(simcuda_cost* c, int64_t n, uint64_t seed, const float* x, float* mask, float* y) {
+  static void Cost(simcuda_cost* c, int64_t n, int64_t offset, uint64_t seed, const float* x, float* mask, float* y) {
     c->flops = 4 * static_cast<double>(n);
     c->bytes = 12 * static_cast<double>(n);
     Range(c, x, n);
@@ -155,19 +156,20 @@ struct RowSum {
   }
 };
 
-// Mean squared error: loss = sum((y - t)^2) / (2 n); dy = (y - t) / n.
+// Mean squared error over a global batch of `norm` elements, of which this shard holds n:
+// loss = sum((y - t)^2) / (2 norm); dy = (y - t) / norm. The shards' losses and gradients add up to the batch's.
 struct MseLoss {
   static constexpr const char* kName = "mse_loss";
-  static void Body(int64_t n, const float* y, const float* t, float* loss, float* dy) {
+  static void Body(int64_t n, int64_t norm, const float* y, const float* t, float* loss, float* dy) {
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float d = y[i] - t[i];
       sum += static_cast<double>(d) * d;
-      dy[i] = d / static_cast<float>(n);
+      dy[i] = d / static_cast<float>(norm);
     }
-    *loss = static_cast<float>(sum / (2.0 * static_cast<double>(n)));
+    *loss = static_cast<float>(sum / (2.0 * static_cast<double>(norm)));
   }
-  static void Cost(simcuda_cost* c, int64_t n, const float* y, const float* t, float* loss, float* dy) {
+  static void Cost(simcuda_cost* c, int64_t n, int64_t norm, const float* y, const float* t, float* loss, float* dy) {
     c->flops = 4 * static_cast<double>(n);
     c->bytes = 12 * static_cast<double>(n);
     Range(c, y, n);

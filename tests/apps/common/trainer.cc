@@ -2,6 +2,8 @@
 #include "common/trainer.h"
 
 #include <CLI/CLI.hpp>
+#include <dlfcn.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -12,6 +14,7 @@
 #include <set>
 
 #include "common/layers.h"
+#include "include/karma/karma.h"
 #include "runtime/common/units.h"
 
 namespace apps {
@@ -183,8 +186,101 @@ uint64_t MeasurePeak(const AppInfo& app, Shape shape) {
   auto model = app.make(shape);
   model->Init(dry);
   float* loss = dry.New(1);
-  model->Step(dry, 0, loss);
+  model->ForwardBackward(dry, 0, 0, loss, {});
+  model->Update(dry, 0);
   return dry.peak_bytes();
+}
+
+// --shards in one process: each shard's gradients are summed in shard order into a copy, handed back in g by
+// Finish: the same sums, in the same order, as the MPI variant's rank-ordered allreduce.
+class LocalExchange : public GradientExchange {
+ public:
+  explicit LocalExchange(int shards) : shards_(shards) {}
+  int first_shard() const override { return 0; }
+  int local_shards() const override { return shards_; }
+  int total_shards() const override { return shards_; }
+  void Ready(Context& c, int shard, Param& p) override {
+    if (shards_ == 1) return;
+    float*& acc = sums_[&p];
+    if (acc == nullptr) acc = c.New(static_cast<size_t>(p.n));
+    if (shard == 0) {
+      c.Copy(acc, p.g, static_cast<size_t>(p.n));
+    } else {
+      c.Run<kernels::Accumulate>(p.n, p.n, static_cast<const float*>(p.g), acc);
+    }
+  }
+  void Finish(Context& c) override {
+    for (auto& [p, acc] : sums_) c.Copy(p->g, acc, static_cast<size_t>(p->n));
+  }
+  float ReduceLoss(float local) override { return local; }
+  void Release(Context& c) {
+    for (auto& [p, acc] : sums_) c.Free(acc);
+    sums_.clear();
+  }
+
+ private:
+  int shards_;
+  std::map<Param*, float*> sums_;
+};
+
+// The host optimizer (libkarma_mpi.so's karma_optimizer_* functions, found at run time: the apps never link
+// KARMA) over the model's parameters, with its optimizer state arrays as the host optimizer's state.
+class HostOptimizer {
+ public:
+  ~HostOptimizer() {
+    if (opt_ != nullptr) destroy_(opt_);
+  }
+  bool Create(Model& model, std::string* error) {
+    auto sym = [](const char* name) { return dlsym(RTLD_DEFAULT, name); };
+    auto create = reinterpret_cast<int (*)(const void*, void**)>(sym("karma_optimizer_create"));
+    auto defaults = reinterpret_cast<void (*)(int, karma_opt_hparams*)>(sym("karma_opt_hparams_default"));
+    auto add_group = reinterpret_cast<int (*)(void*, const karma_opt_hparams*, int32_t*)>(sym("karma_optimizer_add_group"));
+    auto add_tensor = reinterpret_cast<int (*)(void*, int32_t, const karma_opt_tensor*, int32_t*)>(
+        sym("karma_optimizer_add_tensor"));
+    auto last_error = reinterpret_cast<const char* (*)()>(sym("karma_last_error"));
+    destroy_ = reinterpret_cast<void (*)(void*)>(sym("karma_optimizer_destroy"));
+    step_ = reinterpret_cast<int (*)(void*)>(sym("karma_optimizer_step"));
+    if (!create || !defaults || !add_group || !add_tensor || !last_error || !destroy_ || !step_) {
+      *error = "the karma_optimizer_* functions are not in the process (preload libkarma_mpi.so)";
+      return false;
+    }
+    const OptimizerSpec spec = model.optimizer();
+    karma_opt_hparams hp;
+    defaults(spec.algorithm, &hp);
+    hp.lr = spec.lr;
+    hp.momentum = spec.momentum;
+    int32_t group = 0;
+    bool ok = create(nullptr, &opt_) == 0 && add_group(opt_, &hp, &group) == 0;
+    model.ForEachParam([&](Param& p) {
+      karma_opt_tensor t{};
+      t.param = p.w;
+      t.grad = p.g;
+      t.numel = static_cast<uint64_t>(p.n);
+      if (spec.algorithm == KARMA_OPT_SGD) {
+        t.momentum_buffer = p.s1;
+      } else {
+        t.exp_avg = p.s1;
+        t.exp_avg_sq = p.s2;
+      }
+      ok = ok && add_tensor(opt_, group, &t, nullptr) == 0;
+    });
+    if (!ok) *error = last_error();
+    return ok;
+  }
+  void* handle() const { return opt_; }
+  bool Step() { return step_(opt_) == 0; }
+
+ private:
+  void* opt_ = nullptr;
+  void (*destroy_)(void*) = nullptr;
+  int (*step_)(void*) = nullptr;
+};
+
+// --timeline: when each iteration's backward pass began and ended on this process (CLOCK_MONOTONIC seconds).
+double Now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace
@@ -279,13 +375,14 @@ Param NewParam(Context& c, int64_t n, float scale, uint64_t seed, uint64_t id, i
   return p;
 }
 
-void UploadBatch(Context& c, const Shape& s, int iter, float* x, float* target) {
+void UploadBatch(Context& c, const Shape& s, int iter, int shard, float* x, float* target) {
   if (c.dry()) return;
   const int w = s.width;
   const size_t n = static_cast<size_t>(w) * static_cast<size_t>(s.batch);
+  const size_t first = n * static_cast<size_t>(shard);  // this shard's samples within the global batch
   std::vector<float> hx(n), ht(n);
   const uint64_t stream = (1ull << 32) + static_cast<uint64_t>(iter);  // apart from the weights' streams
-  for (size_t i = 0; i < n; ++i) hx[i] = Uniform(s.seed, stream, i);
+  for (size_t i = 0; i < n; ++i) hx[i] = Uniform(s.seed, stream, first + i);
   for (size_t j = 0; j < static_cast<size_t>(s.batch); ++j) {
     for (int f = 0; f < w; ++f) ht[f + j * w] = 0.5f * hx[(f + 1) % w + j * w];
   }
@@ -341,11 +438,50 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cli.add_option("--seed", shape.seed, "seed of the synthetic data and weights")->capture_default_str();
+  int shards = 1;
+  bool host_optimizer = false, mpi = false;
+  std::string timeline;
+  ExchangeOptions exchange_options;
+  cli.add_option("--shards", shards,
+                 "data parallelism in one process: the global batch is N shards of the sized batch, their gradients "
+                 "summed in shard order (the reference of an N-rank --mpi run)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cli.add_flag("--host-optimizer", host_optimizer,
+               "update the parameters on the host with KARMA's optimizer (needs libkarma_mpi.so preloaded); with "
+               "--mpi, each tensor as soon as its gradient is reduced");
+  cli.add_option("--timeline", timeline,
+                 "write when each backward pass began and ended (CLOCK_MONOTONIC seconds) to FILE as JSON; %r "
+                 "becomes the rank");
+  if (app.mpi) {
+    auto* mpi_flag = cli.add_flag("--mpi", mpi,
+                                  "data parallelism over MPI_COMM_WORLD: rank r computes shard r of the global batch, "
+                                  "gradients are averaged with MPI_Iallreduce per tensor as soon as they are final");
+    cli.add_option("--fail", exchange_options.fail, "(tests) a rank fails in the middle of a backward pass")
+        ->check(CLI::IsMember({"abort", "exit", "hang"}))
+        ->needs(mpi_flag);
+    cli.add_option("--fail-iter", exchange_options.fail_iter, "(tests) the iteration it fails in")->capture_default_str();
+    cli.add_option("--fail-rank", exchange_options.fail_rank, "(tests) the rank that fails (-1: the last)")
+        ->capture_default_str();
+    mpi_flag->excludes(cli.get_option("--shards"));
+  }
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = cli.exit(e);
     return code == 0 ? 0 : 64;
+  }
+  std::unique_ptr<GradientExchange> exchange;
+  if (mpi) {
+    exchange_options.argc = argc;
+    exchange_options.argv = argv;
+    exchange = app.mpi(exchange_options);
+  } else {
+    exchange = std::make_unique<LocalExchange>(shards);
+  }
+  shape.shards = exchange->total_shards();
+  if (const size_t r = timeline.find("%r"); r != std::string::npos) {
+    timeline.replace(r, 2, std::to_string(exchange->rank()));
   }
   const AllocMode mode = alloc_text == "async"   ? AllocMode::kAsync
                          : alloc_text == "malloc" ? AllocMode::kMalloc
@@ -386,30 +522,82 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   Context ctx(allocator.get(), stream, blas);
   auto model = app.make(shape);
   model->Init(ctx);
-  float* loss_dev = ctx.New(1);
+  const int local = exchange->local_shards();
+  float* loss_dev = ctx.New(static_cast<size_t>(local));  // one loss per shard this process computes
   float* loss_host = nullptr;
-  Check(cudaMallocHost(reinterpret_cast<void**>(&loss_host), sizeof(float)), "cudaMallocHost");
+  Check(cudaMallocHost(reinterpret_cast<void**>(&loss_host), sizeof(float) * static_cast<size_t>(local)),
+        "cudaMallocHost");
+  HostOptimizer host_opt;
+  bool host_updates_in_exchange = false;
+  if (host_optimizer) {
+    std::string error;
+    if (!host_opt.Create(*model, &error)) {
+      std::fprintf(stderr, "%s: --host-optimizer: %s\n", app.name, error.c_str());
+      return 1;
+    }
+    host_updates_in_exchange = exchange->AttachHostOptimizer(host_opt.handle());
+  }
+  std::vector<std::pair<double, double>> backward_times;  // per iteration: begin, end
   cudaEvent_t start = nullptr, stop = nullptr;
   Check(cudaEventCreate(&start), "cudaEventCreate");
   Check(cudaEventCreate(&stop), "cudaEventCreate");
   for (int i = 0; i < iters; ++i) {
     Check(cudaEventRecord(start, stream), "cudaEventRecord");
-    model->Step(ctx, i, loss_dev);
+    double backward_begin = 0;
+    for (int k = 0; k < local; ++k) {
+      const int shard = exchange->first_shard() + k;
+      BackwardHooks hooks;
+      hooks.begin = [&] {
+        if (k == 0) backward_begin = Now();
+      };
+      hooks.ready = [&](Param& p) { exchange->Ready(ctx, shard, p); };
+      model->ForwardBackward(ctx, i, shard, loss_dev + k, hooks);
+    }
+    backward_times.push_back({backward_begin, Now()});
+    exchange->Finish(ctx);
+    if (!host_optimizer) {
+      model->Update(ctx, i);
+    } else if (!host_updates_in_exchange) {
+      Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // the gradients, read on the host
+      if (!host_opt.Step()) Fail(false, "the host optimizer step", "karma_optimizer_step failed");
+    }
     Check(cudaEventRecord(stop, stream), "cudaEventRecord");
-    Check(cudaMemcpyAsync(loss_host, loss_dev, sizeof(float), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    Check(cudaMemcpyAsync(loss_host, loss_dev, sizeof(float) * static_cast<size_t>(local), cudaMemcpyDeviceToHost,
+                          stream),
+          "cudaMemcpyAsync");
     Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    float loss = loss_host[0];
+    for (int k = 1; k < local; ++k) loss += loss_host[k];
+    loss = exchange->ReduceLoss(loss);
     float ms = 0;
     Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    std::printf("iter %d loss %.9g ms %.4f\n", i, static_cast<double>(*loss_host), static_cast<double>(ms));
+    std::printf("iter %d loss %.9g ms %.4f\n", i, static_cast<double>(loss), static_cast<double>(ms));
     std::fflush(stdout);
   }
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& [p, count] : model->Parameters()) {
-    std::vector<float> host(count);
-    Check(cudaMemcpy(host.data(), p, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    h = Fnv1a(host.data(), count * sizeof(float), h);
-  }
+  model->ForEachParam([&](Param& p) {
+    std::vector<float> host(static_cast<size_t>(p.n));
+    Check(cudaMemcpy(host.data(), p.w, host.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    h = Fnv1a(host.data(), host.size() * sizeof(float), h);
+  });
   std::printf("checksum %016" PRIx64 "\n", h);
+  std::fflush(stdout);
+  if (!timeline.empty()) {
+    FILE* f = std::fopen(timeline.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "%s: cannot write %s\n", app.name, timeline.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"clock\": \"CLOCK_MONOTONIC seconds\", \"iterations\": [");
+    for (size_t i = 0; i < backward_times.size(); ++i) {
+      std::fprintf(f, "%s\n {\"iter\": %zu, \"backward_begin\": %.9f, \"backward_end\": %.9f}", i ? "," : "", i,
+                   backward_times[i].first, backward_times[i].second);
+    }
+    std::fprintf(f, "\n]}\n");
+    std::fclose(f);
+  }
+  if (auto* local_exchange = dynamic_cast<LocalExchange*>(exchange.get())) local_exchange->Release(ctx);
+  exchange.reset();  // the MPI exchange finalizes MPI
   model->Release(ctx);
   ctx.Free(loss_dev);
   allocator.reset();

@@ -84,10 +84,24 @@ Param NewParam(Context& c, int64_t n, float scale, uint64_t seed, uint64_t id, i
 void FreeParam(Context& c, Param& p);
 
 struct Shape {
-  int64_t batch = 1;
+  int64_t batch = 1;  // samples of one shard
   int width = 64;
   int depth = 8;
   uint64_t seed = 1;  // of the weights, the data and the dropout masks
+  int shards = 1;     // the global batch of an iteration is shards x batch samples (data parallelism)
+};
+
+// The optimizer a model runs on the device, as torch.optim would name it (for --host-optimizer).
+struct OptimizerSpec {
+  int algorithm = 0;  // a karma_opt_algorithm
+  double lr = 0;
+  double momentum = 0;
+};
+
+// Called by a model during its backward pass.
+struct BackwardHooks {
+  std::function<void()> begin;         // the backward pass starts
+  std::function<void(Param&)> ready;   // this parameter's gradient is final (where a framework starts its allreduce)
 };
 
 // A model trains one iteration at a time; its tensors come from the Context.
@@ -96,22 +110,58 @@ class Model {
   virtual ~Model() = default;
   // Parameters, gradients and optimizer state: allocated once, initialized deterministically.
   virtual void Init(Context& c) = 0;
-  // One iteration: the input batch, forward, loss into `loss` (one float on the device), backward, update.
-  virtual void Step(Context& c, int iter, float* loss) = 0;
-  // The parameters, for the checksum.
-  virtual std::vector<std::pair<const float*, size_t>> Parameters() const = 0;
+  // Shard `shard` of iteration `iter`'s global batch: the input, forward, this shard's part of the loss (of the
+  // global batch) into `loss` (one float on the device), backward into each Param's g, in backward order.
+  virtual void ForwardBackward(Context& c, int iter, int shard, float* loss, const BackwardHooks& hooks) = 0;
+  // The optimizer step on the gradients in each Param's g.
+  virtual void Update(Context& c, int iter) = 0;
+  // Every parameter, in a fixed order (the checksum's).
+  virtual void ForEachParam(const std::function<void(Param&)>& f) = 0;
+  virtual OptimizerSpec optimizer() const = 0;
   virtual void Release(Context& c) = 0;
 };
 
-// The synthetic task of both apps, for iteration `iter`: inputs in [-1, 1), targets a fixed linear function of
-// them (half the next feature). x and target hold width x batch floats.
-void UploadBatch(Context& c, const Shape& s, int iter, float* x, float* target);
+// The synthetic task of both apps, for shard `shard` of iteration `iter`: inputs in [-1, 1), targets a fixed
+// linear function of them (half the next feature). x and target hold width x batch floats: samples
+// shard x batch onwards of the global batch.
+void UploadBatch(Context& c, const Shape& s, int iter, int shard, float* x, float* target);
+
+// How the gradients of the shards become those of the global batch: by accumulation in one process (--shards)
+// or across MPI ranks (the *_mpi variants' --mpi).
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+  // The shards this process computes, each iteration, in order.
+  virtual int first_shard() const = 0;
+  virtual int local_shards() const = 0;
+  virtual int total_shards() const = 0;
+  virtual int rank() const { return 0; }
+  // A parameter's gradient of one shard is final (in the Param's g).
+  virtual void Ready(Context& c, int shard, Param& p) = 0;
+  // Every Param's g holds the global batch's gradient once this returns.
+  virtual void Finish(Context& c) = 0;
+  // The global batch's loss from this process's (the sum in shard order).
+  virtual float ReduceLoss(float local) = 0;
+  // Registers host updates (--host-optimizer) with the exchange: true when it applies them itself as gradients
+  // are reduced, so that the trainer skips its own step.
+  virtual bool AttachHostOptimizer(void* optimizer) { return false; }
+};
+
+struct ExchangeOptions {
+  int argc = 0;
+  char** argv = nullptr;
+  std::string fail;  // abort|exit|hang: a rank fails in the middle of a backward pass (tests)
+  int fail_iter = 1;
+  int fail_rank = -1;  // -1: the last rank
+};
 
 struct AppInfo {
   const char* name;
   const char* description;
   int default_depth;
   std::function<std::unique_ptr<Model>(const Shape&)> make;
+  // Set in the *_mpi variants: the exchange over MPI_COMM_WORLD (calls MPI_Init).
+  std::function<std::unique_ptr<GradientExchange>(const ExchangeOptions&)> mpi;
 };
 
 // The whole program: parses the flags, sizes the model, trains, prints the output contract.
