@@ -7,6 +7,7 @@ parameters are its rounding. Exit 77 (skipped) where this Python has no torch.
 """
 import ctypes
 import math
+import os
 import sys
 
 try:
@@ -20,37 +21,11 @@ STEPS = 25
 U = 2.0 ** -24  # fp32 unit roundoff
 
 
-class Config(ctypes.Structure):
-    _fields_ = [("threads", ctypes.c_int32), ("isa", ctypes.c_int32), ("block_elems", ctypes.c_uint64)]
+# The C API's structures and signatures, from the Python helper (python/karma).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from karma.capi import Config, HParams, Tensor, declare  # noqa: E402
 
-
-class HParams(ctypes.Structure):
-    _fields_ = [("algorithm", ctypes.c_int32), ("nesterov", ctypes.c_int32), ("maximize", ctypes.c_int32),
-                ("reserved", ctypes.c_int32), ("lr", ctypes.c_double), ("weight_decay", ctypes.c_double),
-                ("momentum", ctypes.c_double), ("dampening", ctypes.c_double), ("beta1", ctypes.c_double),
-                ("beta2", ctypes.c_double), ("eps", ctypes.c_double)]
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("param", ctypes.c_void_p), ("grad", ctypes.c_void_p), ("numel", ctypes.c_uint64),
-                ("dtype", ctypes.c_int32), ("momentum_buffer_valid", ctypes.c_int32), ("step", ctypes.c_int64),
-                ("exp_avg", ctypes.c_void_p), ("exp_avg_sq", ctypes.c_void_p),
-                ("momentum_buffer", ctypes.c_void_p), ("master", ctypes.c_void_p)]
-
-
-lib = ctypes.CDLL(sys.argv[1])
-lib.karma_last_error.restype = ctypes.c_char_p
-lib.karma_optimizer_create.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(ctypes.c_void_p)]
-lib.karma_optimizer_destroy.argtypes = [ctypes.c_void_p]
-lib.karma_optimizer_isa.argtypes = [ctypes.c_void_p]
-lib.karma_opt_hparams_default.argtypes = [ctypes.c_int, ctypes.POINTER(HParams)]
-lib.karma_optimizer_add_group.argtypes = [ctypes.c_void_p, ctypes.POINTER(HParams), ctypes.POINTER(ctypes.c_int32)]
-lib.karma_optimizer_add_tensor.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(Tensor),
-                                           ctypes.POINTER(ctypes.c_int32)]
-lib.karma_optimizer_set_pointers.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
-                                             ctypes.c_void_p]
-lib.karma_optimizer_get_tensor.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(Tensor)]
-lib.karma_optimizer_step.argtypes = [ctypes.c_void_p]
+lib = declare(ctypes.CDLL(sys.argv[1]))
 
 
 def check(status):

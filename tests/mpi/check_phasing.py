@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Phasing, from the timelines of a data-parallel run: the shim's (KARMA_MPI_TIMELINE, per rank) against the
+application's own record of its backward passes (--timeline), both in CLOCK_MONOTONIC seconds.
+
+  check_phasing.py DIR RANKS MODE     MODE: "measured" (cost model from start-up) or the forced KARMA_MPI_COST
+
+Checks, on every rank and every iteration: the allreduce of the last layers (the first group of the round,
+holding the first call) starts before that iteration's backward pass ends. Once a merge plan is in use: the
+rounds follow it, and with a forced start-up cost calls are merged into phases (1 < groups < calls).
+Prints a table of the overlap.
+"""
+import json
+import sys
+
+
+def main():
+    directory, ranks, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    ok = True
+    for rank in range(ranks):
+        shim = json.load(open(f"{directory}/shim-{rank}.json"))
+        app = json.load(open(f"{directory}/app-{rank}.json"))
+        calls_per_round = {}
+        for c in shim["calls"]:
+            calls_per_round[c["round"]] = calls_per_round.get(c["round"], 0) + 1
+        # The gradient rounds (the loss's allreduce is a round of one call), in order: one per iteration.
+        rounds = sorted(r for r, n in calls_per_round.items() if n > 1)
+        iterations = app["iterations"]
+        if len(rounds) != len(iterations):
+            print(f"rank {rank}: {len(rounds)} gradient rounds for {len(iterations)} iterations")
+            return 1
+        planned_rounds = 0
+        print(f"rank {rank} ({mode}): alpha {shim['cost']['alpha_s'] * 1e6:.1f} us; times in ms from the start "
+              f"of the backward pass")
+        print("  iter  calls  groups  planned  backward ends  first group starts  first group done  last done")
+        for it, r in zip(iterations, rounds):
+            groups = sorted((g for g in shim["groups"] if g["round"] == r), key=lambda g: g["first"])
+            t0 = it["backward_begin"]
+            first, last = groups[0], groups[-1]
+            planned = all(g["planned"] for g in groups)
+            planned_rounds += planned
+            print(f"  {it['iter']:4d}  {calls_per_round[r]:5d}  {len(groups):6d}  {str(planned):>7}  "
+                  f"{(it['backward_end'] - t0) * 1e3:13.1f}  {(first['start'] - t0) * 1e3:17.1f}  "
+                  f"{(first['done'] - t0) * 1e3:16.1f}  {(last['done'] - t0) * 1e3:9.1f}")
+            if first["first"] != 0:
+                print(f"  rank {rank} iteration {it['iter']}: the first group does not hold the first call")
+                ok = False
+            if not first["start"] < it["backward_end"]:
+                print(f"  rank {rank} iteration {it['iter']}: the last layers' allreduce started after the backward "
+                      f"pass ended")
+                ok = False
+            if planned and mode != "measured" and not 1 < len(groups) < calls_per_round[r]:
+                print(f"  rank {rank} iteration {it['iter']}: {len(groups)} groups for {calls_per_round[r]} calls: "
+                      f"not phased")
+                ok = False
+        if planned_rounds == 0:
+            print(f"  rank {rank}: no round followed a merge plan")
+            ok = False
+        if not any(p["calls"] == calls_per_round[rounds[0]] for p in shim["plans"]):
+            print(f"  rank {rank}: no plan for the gradient rounds")
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Data-parallel tests on one machine: the shim's MPI semantics at 2 and 4 ranks, the trainer apps' --mpi mode
+# under KARMA at twice the device memory against single-process references, phasing, and failing ranks.
+#   mpi_test.sh SOURCE_DIR BUILD_DIR CASE
+set -uo pipefail
+src=$1 build=$2 case=$3
+bin=$build/bin
+shim=$build/lib/libkarma_mpi.so
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Shared memory only (no network in a container); no single-copy mechanism (CMA needs ptrace rights).
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_orte_base_help_aggregate=0
+export KARMA_HOSTOPT_THREADS=1  # one optimizer thread per rank: the ranks share two cores
+mpirun_args=(--oversubscribe)
+[[ $(id -u) == 0 ]] && mpirun_args+=(--allow-run-as-root)
+
+# mpi NP NAME [ENV=VALUE...] -- CMD ARGS...: NP ranks under the shim, rank r's stdout in $tmp/NAME.r, everything
+# else in $tmp/NAME.log, the status in $rc, the seconds in $secs.
+mpi() {
+  local np=$1 name=$2
+  shift 2
+  local env=(-x "LD_PRELOAD=$shim")
+  while [[ $1 != -- ]]; do env+=(-x "$1"); shift; done
+  shift
+  local t0=$SECONDS
+  timeout 120 mpirun "${mpirun_args[@]}" -np "$np" "${env[@]}" \
+    sh -c 'exec "$@" >"'"$tmp/$name"'.$OMPI_COMM_WORLD_RANK"' sh "$@" >"$tmp/$name.log" 2>&1
+  rc=$?
+  secs=$((SECONDS - t0))
+}
+
+# An app under KARMA on simcuda at twice its device memory (the model's ideal peak is 2x --mem).
+app_args() { echo --iters 4 --size-factor 2; }
+simrun=("$src/scripts/simrun" --build "$build" --karma --mem 32MiB)
+
+# The lines every rank and the reference must agree on: losses (not the virtual times) and the checksum.
+results() { sed -E 's/ ms [0-9.]+$//' "$1"; }
+
+same_as_reference() {  # NAME NP REFERENCE_FILE
+  for ((r = 0; r < $2; ++r)); do
+    [[ -s $tmp/$1.$r ]] || fail "rank $r printed nothing: $(tail -5 "$tmp/$1.log")"
+    diff <(results "$tmp/$1.$r") <(results "$3") >/dev/null ||
+      fail "rank $r differs from the single-process run: $(diff <(results "$tmp/$1.$r") <(results "$3"))"
+  done
+  echo "$1: $2 ranks equal to the single-process run on the combined batch: $(tail -1 "$3")"
+}
+
+case $case in
+shim_np2 | shim_np4)
+  np=${case#shim_np}
+  # Without the shim: the check itself is valid for Open MPI (results within rounding of the rank-order sum).
+  timeout 120 mpirun "${mpirun_args[@]}" -np "$np" "$build/tests/mpi_shim_check" >"$tmp/plain.log" 2>&1 ||
+    fail "plain Open MPI: $(tail -20 "$tmp/plain.log")"
+  # With it: bit for bit, with the start-up cost model, then with a start-up cost that merges whole rounds.
+  for cost in "" "100000,1"; do
+    mpi "$np" check "KARMA_MPI_COST=$cost" -- "$build/tests/mpi_shim_check"
+    [[ $rc == 0 ]] || fail "KARMA_MPI_COST='$cost': exit $rc: $(tail -20 "$tmp/check.log") $(cat "$tmp"/check.*)"
+    grep -q '^ok$' "$tmp/check.0" || fail "no ok: $(cat "$tmp/check.0")"
+    grep '^shim:' "$tmp/check.0"
+  done
+  ;;
+
+inert)
+  # Loaded into a program that never initializes MPI, the shim changes nothing; it links no MPI library.
+  ! ldd "$shim" | grep -q libmpi || fail "libkarma_mpi.so links libmpi"
+  exports=$(nm -D --defined-only "$shim" | awk '{print $3}' | sort | tr '\n' ' ')
+  for f in MPI_Init MPI_Init_thread MPI_Finalize MPI_Allreduce MPI_Iallreduce MPI_Wait MPI_Waitall MPI_Test \
+    karma_dp_attach_optimizer karma_dp_get_stats karma_optimizer_create karma_optimizer_step; do
+    grep -qw "$f" <<<"$exports" || fail "$f is not exported: $exports"
+  done
+  ! grep -Eq '(^| )_Z' <<<"$exports" || fail "C++ symbols are exported: $exports"
+  "$src/scripts/simrun" --build "$build" --mem 64MiB -- "$bin/mlp_trainer" --iters 2 --size-factor 0.25 >"$tmp/a" 2>/dev/null
+  LD_PRELOAD=$shim "$src/scripts/simrun" --build "$build" --mem 64MiB -- "$bin/mlp_trainer" --iters 2 \
+    --size-factor 0.25 >"$tmp/b" 2>/dev/null || fail "a non-MPI program with the shim preloaded failed"
+  diff "$tmp/a" "$tmp/b" >/dev/null || fail "the shim changed a non-MPI program's output"
+  # KARMA_MPI=0: everything passes through (the check then runs in its tolerant mode).
+  mpi 2 off KARMA_MPI=0 -- "$build/tests/mpi_shim_check"
+  [[ $rc == 0 ]] || fail "KARMA_MPI=0: exit $rc: $(tail -20 "$tmp/off.log")"
+  ! grep -q '^shim:' "$tmp/off.0" || fail "KARMA_MPI=0 still ran the shim"
+  ;;
+
+equal_mlp)
+  "${simrun[@]}" -- "$bin/mlp_trainer" $(app_args) --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" || fail "reference: $(cat "$tmp/ref.err")"
+  mpi 2 dp -- "${simrun[@]}" -- "$bin/mlp_trainer_mpi" $(app_args) --mpi
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+  same_as_reference dp 2 "$tmp/ref"
+  ;;
+
+equal_skipnet)
+  "${simrun[@]}" -- "$bin/skipnet_trainer" $(app_args) --shards 4 >"$tmp/ref" 2>"$tmp/ref.err" || fail "reference: $(cat "$tmp/ref.err")"
+  mpi 4 dp -- "${simrun[@]}" -- "$bin/skipnet_trainer_mpi" $(app_args) --mpi
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+  same_as_reference dp 4 "$tmp/ref"
+  ;;
+
+host_updates)
+  # The paper's pipeline: each layer's gradient reduced, its parameters updated on the host by the shim, the
+  # pages of gradients, parameters and momentum moved to the host first and the parameters back after. Layers
+  # of 4 MiB so that they cover whole 2 MiB pages.
+  args=(--iters 3 --size-factor 2 --width 1024 --depth 3 --host-optimizer)
+  small=("$src/scripts/simrun" --build "$build" --karma --mem 24MiB)
+  LD_PRELOAD=$shim "${small[@]}" -- "$bin/mlp_trainer" "${args[@]}" --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
+    fail "reference: $(cat "$tmp/ref.err")"
+  mpi 2 dp -- "${small[@]}" --stats "$tmp/stats.json" -- "$bin/mlp_trainer_mpi" "${args[@]}" --mpi
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+  same_as_reference dp 2 "$tmp/ref"
+  # Each rank wrote the statistics file at exit; either will do.
+  stat() { grep "\"$1\"" "$tmp/stats.json" | sed -E 's/.*: *([0-9.eE+-]+),?/\1/'; }
+  to_host=$(stat prefetched_to_host_bytes) to_device=$(stat prefetched_bytes)
+  echo "simcuda: $to_host bytes prefetched to the host, $to_device back to the device"
+  # 3 iterations x 3 layers x a 4 MiB weight: every updated weight went back.
+  ((to_device >= 3 * 3 * (4 << 20))) || fail "parameters were not prefetched back: $to_device bytes"
+  ((to_host >= to_device)) || fail "gradients and state were not moved to the host: $to_host bytes"
+  ;;
+
+phasing)
+  "${simrun[@]}" -- "$bin/mlp_trainer" --iters 5 --size-factor 2 --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
+    fail "reference: $(cat "$tmp/ref.err")"
+  # The measured cost model, then a start-up cost of 20 ms (a slow network) that merges layers into phases.
+  for cost in "" "20000,1"; do
+    mpi 2 dp "KARMA_MPI_TIMELINE=$tmp/shim-%r.json" "KARMA_MPI_COST=$cost" -- "${simrun[@]}" -- \
+      "$bin/mlp_trainer_mpi" --iters 5 --size-factor 2 --mpi --timeline "$tmp/app-%r.json"
+    [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+    same_as_reference dp 2 "$tmp/ref"
+    /usr/bin/python3 "$src/tests/mpi/check_phasing.py" "$tmp" 2 "${cost:-measured}" || fail "phasing (cost '$cost')"
+  done
+  ;;
+
+rank_dies)
+  # A rank aborts in the middle of a backward pass: Open MPI's launcher kills the others at once.
+  mpi 2 dies -- "${simrun[@]}" -- "$bin/mlp_trainer_mpi" $(app_args) --mpi --fail abort
+  echo "abort: exit $rc after $secs s"
+  [[ $rc != 0 && $rc != 124 ]] || fail "exit $rc: the job did not fail, or hung: $(tail -20 "$tmp/dies.log")"
+  grep -q "exited on signal 6" "$tmp/dies.log" || fail "no clear message: $(tail -20 "$tmp/dies.log")"
+  ((secs < 60)) || fail "took $secs s"
+  # A rank exits where the launcher does not stop the job for it: the shim's watchdog does.
+  OMPI_MCA_orte_abort_on_non_zero_status=0 mpi 2 exits KARMA_MPI_TIMEOUT=3 -- "${simrun[@]}" -- \
+    "$bin/mlp_trainer_mpi" $(app_args) --mpi --fail exit
+  echo "exit without the launcher's help: exit $rc after $secs s"
+  [[ $rc == 70 ]] || fail "exit $rc, expected the watchdog's 70: $(tail -20 "$tmp/exits.log")"
+  grep -q "has not completed after 3 s (KARMA_MPI_TIMEOUT): another rank has probably died" "$tmp/exits.log" ||
+    fail "no clear message: $(tail -20 "$tmp/exits.log")"
+  ((secs < 60)) || fail "took $secs s"
+  ;;
+
+rank_hangs)
+  # A rank stops (SIGSTOP) in the middle of a backward pass: neither dead nor progressing.
+  mpi 2 hangs KARMA_MPI_TIMEOUT=3 -- "${simrun[@]}" -- "$bin/mlp_trainer_mpi" $(app_args) --mpi --fail hang
+  echo "stopped rank: exit $rc after $secs s"
+  [[ $rc == 70 ]] || fail "exit $rc, expected the watchdog's 70: $(tail -20 "$tmp/hangs.log")"
+  grep -q "rank 0 of 2: the allreduce of group .* has not completed after 3 s" "$tmp/hangs.log" ||
+    fail "no clear message: $(tail -20 "$tmp/hangs.log")"
+  ((secs < 60)) || fail "took $secs s"
+  ;;
+
+*)
+  fail "unknown case $case"
+  ;;
+esac
+echo "ok: $case"
