@@ -45,6 +45,7 @@ struct Engine::Call {
   // Set by the communication thread: the tensor whose gradient this is, in an attached optimizer.
   hostopt::HostOptimizer* opt = nullptr;
   hostopt::TensorRef tensor;
+  hostopt::TensorState arrays;
   bool done = false;  // under mu_
 };
 
@@ -711,9 +712,10 @@ void Engine::RunGroup(const GroupPtr& g) {
     std::lock_guard lock(g_opt_mu);
     for (const CallPtr& c : g->calls) {
       for (hostopt::HostOptimizer* opt : g_optimizers) {
-        if (auto ref = opt->FindByGradient(c->recv)) {
+        if (auto owner = opt->FindByGradient(c->recv)) {
           c->opt = opt;
-          c->tensor = *ref;
+          c->tensor = owner->ref;
+          c->arrays = owner->arrays;
           break;
         }
       }
@@ -725,12 +727,10 @@ void Engine::RunGroup(const GroupPtr& g) {
     memory_.ToHost(c->send ? c->send : c->recv, c->bytes, c->device);
     if (c->send) memory_.ToHost(c->recv, c->bytes, c->device);
     if (c->opt) {
-      if (auto st = c->opt->GetState(c->tensor.group, c->tensor.tensor); st.ok()) {
-        const size_t elem = hostopt::DTypeSize(st->dtype);
-        memory_.ToHost(st->param, st->numel * elem, c->device);
-        for (const float* s : {st->exp_avg, st->exp_avg_sq, st->momentum_buffer, st->master}) {
-          if (s) memory_.ToHost(s, st->numel * sizeof(float), c->device);
-        }
+      const hostopt::TensorState& a = c->arrays;
+      memory_.ToHost(a.param, a.numel * hostopt::DTypeSize(a.dtype), c->device);
+      for (const float* s : {a.exp_avg, a.exp_avg_sq, a.momentum_buffer, a.master}) {
+        if (s) memory_.ToHost(s, a.numel * sizeof(float), c->device);
       }
     }
   }
@@ -842,10 +842,7 @@ void Engine::UpdateLoop() {
       stat_updates_.fetch_add(tensors.size(), std::memory_order_relaxed);
     }
     for (const CallPtr& c : g->calls) {
-      if (!c->opt) continue;
-      if (auto st = c->opt->GetState(c->tensor.group, c->tensor.tensor); st.ok()) {
-        memory_.ToDevice(st->param, st->numel * hostopt::DTypeSize(st->dtype), c->device);
-      }
+      if (c->opt) memory_.ToDevice(c->arrays.param, c->arrays.numel * hostopt::DTypeSize(c->arrays.dtype), c->device);
     }
     g->record.updated = MonotonicSeconds();
     Complete(g);

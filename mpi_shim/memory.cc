@@ -91,12 +91,12 @@ void MemoryMover::Prefetch(const void* p, size_t bytes, bool to_device, int devi
   }
 }
 
-void MemoryMover::ToHost(const void* p, size_t bytes, int device) {
+void MemoryMover::Move(const void* p, size_t bytes, int device, bool to_device) {
   std::lock_guard lock(mu_);
   if (have_hooks_) {
-    if (hooks_.to_host) hooks_.to_host(hooks_.ctx, p, bytes);
+    if (auto hook = to_device ? hooks_.to_device : hooks_.to_host) hook(hooks_.ctx, p, bytes);
   } else if (Builtin()) {
-    Prefetch(p, bytes, false, device);
+    Prefetch(p, bytes, to_device, device);
   }
 }
 
@@ -106,15 +106,6 @@ void MemoryMover::Sync() {
     if (hooks_.sync) hooks_.sync(hooks_.ctx);
   } else if (Builtin() && cuda_->stream_ready && cuda_->stream_sync(cuda_->stream) != cudaSuccess) {
     (void)cuda_->get_last_error();
-  }
-}
-
-void MemoryMover::ToDevice(const void* p, size_t bytes, int device) {
-  std::lock_guard lock(mu_);
-  if (have_hooks_) {
-    if (hooks_.to_device) hooks_.to_device(hooks_.ctx, p, bytes);
-  } else if (Builtin()) {
-    Prefetch(p, bytes, true, device);
   }
 }
 

@@ -21,9 +21,9 @@ class MemoryMover {
   explicit MemoryMover(bool enabled) : builtin_enabled_(enabled) {}
 
   void SetHooks(const karma_dp_memory_hooks* hooks);  // null: the built-in again
-  void ToHost(const void* p, size_t bytes, int device);
+  void ToHost(const void* p, size_t bytes, int device) { Move(p, bytes, device, false); }
   void Sync();
-  void ToDevice(const void* p, size_t bytes, int device);
+  void ToDevice(const void* p, size_t bytes, int device) { Move(p, bytes, device, true); }
   uint64_t moved_bytes() const { return moved_.load(std::memory_order_relaxed); }
 
   // The device current on the calling thread (0 without a CUDA runtime in the process); the application
@@ -33,6 +33,7 @@ class MemoryMover {
  private:
   struct Cuda;
   bool Builtin();  // the CUDA runtime is loaded and prefetching is enabled; resolves it on first use
+  void Move(const void* p, size_t bytes, int device, bool to_device);
   void Prefetch(const void* p, size_t bytes, bool to_device, int device);
 
   const bool builtin_enabled_;

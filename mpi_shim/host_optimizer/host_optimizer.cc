@@ -257,8 +257,19 @@ Result<int> HostOptimizer::AddTensor(int group, const TensorSpec& spec) {
   }
   g->tensors.push_back(std::move(t));
   const int index = static_cast<int>(g->tensors.size() - 1);
-  if (spec.grad) by_gradient_[spec.grad] = TensorRef{group, index};
+  IndexGradient(nullptr, group, index, *g->tensors.back());
   return index;
+}
+
+void HostOptimizer::IndexGradient(const void* old_grad, int group, int tensor, const Tensor& t) {
+  std::lock_guard lock(by_gradient_mu_);
+  if (old_grad) {
+    auto it = by_gradient_.find(old_grad);
+    if (it != by_gradient_.end() && it->second.ref.group == group && it->second.ref.tensor == tensor) {
+      by_gradient_.erase(it);
+    }
+  }
+  if (t.kt.grad) by_gradient_[t.kt.grad] = GradientOwner{TensorRef{group, tensor}, StateOf(t)};
 }
 
 Status HostOptimizer::SetHyperParams(int group, const HyperParams& hp) {
@@ -273,9 +284,11 @@ Status HostOptimizer::SetHyperParams(int group, const HyperParams& hp) {
                            " to " + AlgorithmName(hp.algorithm));
   }
   if (!new_adam && hp.momentum != 0 && old.momentum == 0) {
-    for (auto& t : g->tensors) {
-      KARMA_RETURN_IF_ERROR(AllocateMissing(&t->kt.momentum_buffer, &t->owned_momentum, t->numel, pool_.get()));
-      t->momentum_valid = false;
+    for (size_t i = 0; i < g->tensors.size(); ++i) {
+      Tensor& t = *g->tensors[i];
+      KARMA_RETURN_IF_ERROR(AllocateMissing(&t.kt.momentum_buffer, &t.owned_momentum, t.numel, pool_.get()));
+      t.momentum_valid = false;
+      IndexGradient(nullptr, group, static_cast<int>(i), t);
     }
   }
   g->hp = hp;
@@ -290,12 +303,9 @@ Status HostOptimizer::SetPointers(int group, int tensor, void* param, const void
     return InvalidArgument("host optimizer: parameter and gradient must be aligned to their element size");
   }
   if (param) t->kt.param = param;
-  if (t->kt.grad) {
-    auto it = by_gradient_.find(t->kt.grad);
-    if (it != by_gradient_.end() && it->second.group == group && it->second.tensor == tensor) by_gradient_.erase(it);
-  }
+  const void* old_grad = t->kt.grad;
   t->kt.grad = grad;
-  if (grad) by_gradient_[grad] = TensorRef{group, tensor};
+  IndexGradient(old_grad, group, tensor, *t);
   return Status::Ok();
 }
 
@@ -366,8 +376,8 @@ Status HostOptimizer::StepTensors(std::span<const TensorRef> tensors) {
   return StepLocked(selected);
 }
 
-std::optional<TensorRef> HostOptimizer::FindByGradient(const void* grad) const {
-  std::lock_guard lock(mu_);
+std::optional<HostOptimizer::GradientOwner> HostOptimizer::FindByGradient(const void* grad) const {
+  std::lock_guard lock(by_gradient_mu_);
   auto it = by_gradient_.find(grad);
   if (it == by_gradient_.end()) return std::nullopt;
   return it->second;
@@ -408,17 +418,21 @@ Result<HyperParams> HostOptimizer::GetHyperParams(int group) const {
 Result<TensorState> HostOptimizer::GetState(int group, int tensor) const {
   std::lock_guard lock(mu_);
   KARMA_ASSIGN_OR_RETURN(Tensor * t, FindTensor(group, tensor));
+  return StateOf(*t);
+}
+
+TensorState HostOptimizer::StateOf(const Tensor& t) {
   TensorState s;
-  s.param = t->kt.param;
-  s.grad = t->kt.grad;
-  s.numel = t->numel;
-  s.dtype = t->dtype;
-  s.exp_avg = t->kt.exp_avg;
-  s.exp_avg_sq = t->kt.exp_avg_sq;
-  s.momentum_buffer = t->kt.momentum_buffer;
-  s.master = t->kt.master;
-  s.step = t->step;
-  s.momentum_buffer_valid = t->momentum_valid;
+  s.param = t.kt.param;
+  s.grad = t.kt.grad;
+  s.numel = t.numel;
+  s.dtype = t.dtype;
+  s.exp_avg = t.kt.exp_avg;
+  s.exp_avg_sq = t.kt.exp_avg_sq;
+  s.momentum_buffer = t.kt.momentum_buffer;
+  s.master = t.kt.master;
+  s.step = t.step;
+  s.momentum_buffer_valid = t.momentum_valid;
   return s;
 }
 

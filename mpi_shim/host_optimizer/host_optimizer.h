@@ -130,8 +130,13 @@ class HostOptimizer {
   // One update of the listed tensors that have a gradient (each listed once): the data-parallel shim updates
   // a tensor as soon as its gradient is reduced.
   Status StepTensors(std::span<const TensorRef> tensors);
-  // The tensor whose gradient array starts at `grad` (the buffer an allreduce reduced), if one is registered.
-  std::optional<TensorRef> FindByGradient(const void* grad) const;
+  // The tensor whose gradient array starts at `grad` (the buffer an allreduce reduced), if one is registered,
+  // with its arrays (its step count there is not kept current). Never waits for a step in progress.
+  struct GradientOwner {
+    TensorRef ref;
+    TensorState arrays;
+  };
+  std::optional<GradientOwner> FindByGradient(const void* grad) const;
 
   Result<HyperParams> GetHyperParams(int group) const;
   Result<TensorState> GetState(int group, int tensor) const;
@@ -151,6 +156,8 @@ class HostOptimizer {
   HostOptimizer(const Options& options, Isa isa, std::unique_ptr<ThreadPool> pool);
   Result<Group*> FindGroup(int group) const;
   Result<Tensor*> FindTensor(int group, int tensor) const;
+  static TensorState StateOf(const Tensor& t);
+  void IndexGradient(const void* old_grad, int group, int tensor, const Tensor& t);
   struct Selected {
     Group* group;
     Tensor* tensor;
@@ -163,7 +170,10 @@ class HostOptimizer {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<WorkItem> items_;  // reused by every step
-  std::unordered_map<const void*, TensorRef> by_gradient_;
+  // Gradient array -> tensor, under its own lock (taken after mu_ by writers) so that lookups do not wait
+  // for a step.
+  mutable std::mutex by_gradient_mu_;
+  std::unordered_map<const void*, GradientOwner> by_gradient_;
   mutable std::mutex mu_;
 };
 

@@ -198,6 +198,51 @@ TEST(HostOptimizer, StepGroupsStepsOnlyThoseAndRejectsRepeats) {
   EXPECT_EQ(params[1][9], 1.0f);
 }
 
+TEST(HostOptimizer, StepTensorsStepsOnlyThoseAndFindsThemByGradient) {
+  // What the data-parallel shim does: find the tensor whose gradient was just reduced, update it alone.
+  auto opt = MakeOpt();
+  std::vector<std::vector<float>> params(3, std::vector<float>(10, 1.0f)), grads(3, std::vector<float>(10, 1.0f));
+  const int g = *opt->AddGroup(DefaultHyperParams(Algorithm::kAdam));
+  for (size_t i = 0; i < 3; ++i) {
+    TensorSpec s;
+    s.param = params[i].data();
+    s.grad = grads[i].data();
+    s.numel = 10;
+    ASSERT_EQ(*opt->AddTensor(g, s), static_cast<int>(i));
+  }
+  auto owner = opt->FindByGradient(grads[2].data());
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->ref.group, g);
+  EXPECT_EQ(owner->ref.tensor, 2);
+  EXPECT_EQ(owner->arrays.param, params[2].data());
+  EXPECT_NE(owner->arrays.exp_avg, nullptr);  // the state the optimizer allocated
+  EXPECT_FALSE(opt->FindByGradient(params[0].data()).has_value());
+
+  const TensorRef two[] = {{g, 2}, {g, 0}};
+  ASSERT_TRUE(opt->StepTensors(two).ok());
+  EXPECT_LT(params[0][3], 1.0f);
+  EXPECT_EQ(params[1][3], 1.0f);
+  EXPECT_EQ(params[2][3], params[0][3]);
+  EXPECT_EQ(opt->GetState(g, 1)->step, 0);
+  EXPECT_EQ(opt->GetState(g, 2)->step, 1);
+  // The same as a whole step would have done to them: tensor 1 now catches up with one step of its own.
+  const TensorRef one[] = {{g, 1}};
+  ASSERT_TRUE(opt->StepTensors(one).ok());
+  EXPECT_EQ(params[1][3], params[0][3]);
+  const TensorRef repeated[] = {{g, 1}, {g, 1}};
+  EXPECT_EQ(opt->StepTensors(repeated).code(), Code::kInvalidArgument);
+  const TensorRef missing[] = {{g, 3}};
+  EXPECT_EQ(opt->StepTensors(missing).code(), Code::kNotFound);
+
+  // A new gradient array replaces the old one in the lookup.
+  std::vector<float> moved(10, 1.0f);
+  ASSERT_TRUE(opt->SetPointers(g, 2, nullptr, moved.data()).ok());
+  EXPECT_FALSE(opt->FindByGradient(grads[2].data()).has_value());
+  EXPECT_EQ(opt->FindByGradient(moved.data())->ref.tensor, 2);
+  ASSERT_TRUE(opt->SetPointers(g, 2, nullptr, nullptr).ok());
+  EXPECT_FALSE(opt->FindByGradient(moved.data()).has_value());
+}
+
 TEST(HostOptimizer, HyperParamsCanChangeExceptBetweenSgdAndAdam) {
   auto opt = MakeOpt();
   int g = *opt->AddGroup(DefaultHyperParams(Algorithm::kSgd));

@@ -6,6 +6,11 @@ set -uo pipefail
 src=$1 build=$2 case=$3
 bin=$build/bin
 shim=$build/lib/libkarma_mpi.so
+# What the ranks preload. In a sanitizer build the shim needs the sanitizer runtimes loaded first, also in the
+# uninstrumented shells between mpirun and the program.
+preload=$shim
+runtimes=$(ldd "$shim" | awk '/lib(asan|ubsan)\.so/ {print $3}' | tr '\n' ':')
+[[ -z $runtimes ]] || preload=$runtimes$shim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -23,7 +28,7 @@ mpirun_args=(--oversubscribe)
 mpi() {
   local np=$1 name=$2
   shift 2
-  local env=(-x "LD_PRELOAD=$shim")
+  local env=(-x "LD_PRELOAD=$preload")
   while [[ $1 != -- ]]; do env+=(-x "$1"); shift; done
   shift
   local t0=$SECONDS
@@ -74,7 +79,7 @@ inert)
   done
   ! grep -Eq '(^| )_Z' <<<"$exports" || fail "C++ symbols are exported: $exports"
   "$src/scripts/simrun" --build "$build" --mem 64MiB -- "$bin/mlp_trainer" --iters 2 --size-factor 0.25 >"$tmp/a" 2>/dev/null
-  LD_PRELOAD=$shim "$src/scripts/simrun" --build "$build" --mem 64MiB -- "$bin/mlp_trainer" --iters 2 \
+  LD_PRELOAD=$preload "$src/scripts/simrun" --build "$build" --mem 64MiB -- "$bin/mlp_trainer" --iters 2 \
     --size-factor 0.25 >"$tmp/b" 2>/dev/null || fail "a non-MPI program with the shim preloaded failed"
   diff "$tmp/a" "$tmp/b" >/dev/null || fail "the shim changed a non-MPI program's output"
   # KARMA_MPI=0: everything passes through (the check then runs in its tolerant mode).
@@ -103,7 +108,7 @@ host_updates)
   # of 4 MiB so that they cover whole 2 MiB pages.
   args=(--iters 3 --size-factor 2 --width 1024 --depth 3 --host-optimizer)
   small=("$src/scripts/simrun" --build "$build" --karma --mem 24MiB)
-  LD_PRELOAD=$shim "${small[@]}" -- "$bin/mlp_trainer" "${args[@]}" --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
+  LD_PRELOAD=$preload "${small[@]}" -- "$bin/mlp_trainer" "${args[@]}" --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
     fail "reference: $(cat "$tmp/ref.err")"
   mpi 2 dp -- "${small[@]}" --stats "$tmp/stats.json" -- "$bin/mlp_trainer_mpi" "${args[@]}" --mpi
   [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
