@@ -20,6 +20,7 @@ export OMPI_MCA_btl=self,vader
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_orte_base_help_aggregate=0
 export KARMA_HOSTOPT_THREADS=1  # one optimizer thread per rank: the ranks share two cores
+export KARMA_TRACE_DIR=$tmp/traces  # what libkarma.so records
 mpirun_args=(--oversubscribe)
 [[ $(id -u) == 0 ]] && mpirun_args+=(--allow-run-as-root)
 

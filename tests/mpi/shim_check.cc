@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -191,6 +192,60 @@ void Round(int k, MPI_Comm comm, const std::vector<int>& ranks, int my) {
   }
 }
 
+// Memory hooks as a runtime would install them: counted, and every buffer handed over must be one the program
+// passed to an allreduce.
+struct HookCounts {
+  std::atomic<int> to_host{0}, sync{0}, to_device{0}, foreign{0};
+  std::vector<std::pair<const char*, size_t>> buffers;  // set before the round, read by the shim's threads
+};
+bool Known(const HookCounts& h, const void* p, size_t bytes) {
+  for (const auto& [b, n] : h.buffers) {
+    if (static_cast<const char*>(p) >= b && static_cast<const char*>(p) + bytes <= b + n) return true;
+  }
+  return false;
+}
+void HookToHost(void* ctx, const void* p, size_t bytes) {
+  auto* h = static_cast<HookCounts*>(ctx);
+  h->to_host++;
+  if (!Known(*h, p, bytes)) h->foreign++;
+}
+void HookSync(void* ctx) { static_cast<HookCounts*>(ctx)->sync++; }
+void HookToDevice(void* ctx, const void* p, size_t bytes) {
+  auto* h = static_cast<HookCounts*>(ctx);
+  h->to_device++;
+  if (!Known(*h, p, bytes)) h->foreign++;
+}
+
+void MemoryHooksCase() {
+  auto set = reinterpret_cast<karma_status (*)(const karma_dp_memory_hooks*)>(
+      dlsym(RTLD_DEFAULT, "karma_dp_set_memory_hooks"));
+  Expect(set != nullptr, "karma_dp_set_memory_hooks is not exported");
+  if (set == nullptr) return;
+  static HookCounts counts;
+  std::vector<std::vector<float>> bufs;
+  for (int t = 0; t < 3; ++t) {
+    bufs.push_back(Contribution(g_rank, 500, t, 1000));
+    counts.buffers.push_back({reinterpret_cast<const char*>(bufs.back().data()), bufs.back().size() * sizeof(float)});
+  }
+  const karma_dp_memory_hooks hooks{&counts, HookToHost, HookSync, HookToDevice};
+  Expect(set(&hooks) == KARMA_OK, "installing memory hooks");
+  std::vector<MPI_Request> reqs(3);
+  for (int t = 0; t < 3; ++t) {
+    MPI_Iallreduce(MPI_IN_PLACE, bufs[static_cast<size_t>(t)].data(), 1000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &reqs[static_cast<size_t>(t)]);
+  }
+  MPI_Waitall(3, reqs.data(), MPI_STATUSES_IGNORE);
+  Expect(set(nullptr) == KARMA_OK, "removing memory hooks");
+  for (int t = 0; t < 3; ++t) {
+    Expect(SameSums(bufs[static_cast<size_t>(t)], RankOrderSum(500, t, 1000, AllRanks(g_size))), "hooked round");
+  }
+  // Each reduced gradient went to the host before and back to the device after (no host update here).
+  Expect(counts.to_host == 3 && counts.to_device == 3 && counts.sync >= 1 && counts.foreign == 0,
+         "memory hooks: " + std::to_string(counts.to_host) + " to host, " + std::to_string(counts.to_device) +
+             " to device, " + std::to_string(counts.sync) + " syncs, " + std::to_string(counts.foreign) +
+             " foreign buffers");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +261,7 @@ int main(int argc, char** argv) {
   g_shim = stats_fn != nullptr && stats_fn(&stats) == KARMA_OK && stats.active;
 
   BlockingCases();
+  if (g_shim) MemoryHooksCase();
   for (int k = 0; k < rounds; ++k) Round(k, MPI_COMM_WORLD, AllRanks(g_size), g_rank);
 
   // A sub-communicator (the even and the odd ranks), freed and made again: the shim duplicates each.
