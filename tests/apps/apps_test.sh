@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing.
+# The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing; conv_trainer
+# (cuDNN) and its recording under libkarma.so (the conv_* cases, label cudnn).
 #   apps_test.sh SOURCE_DIR BUILD_DIR CASE [MEM]     MEM: device memory of the identical_* cases (256MiB)
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=${4:-256MiB}
@@ -131,6 +132,70 @@ karma_flag)
     [[ $rc != 0 ]] || fail "--karma without libkarma.so must fail"
     grep -q "libkarma.so is not built" "$tmp/k.err" || fail "no clear message: $(cat "$tmp/k.err")"
   fi
+  ;;
+
+conv_contract)
+  # conv_trainer: the output contract, its flags, cuDNN from the toolkit resolved to simcuda's, learning.
+  app=$bin/conv_trainer
+  imports=$(objdump -T "$app")
+  grep -q 'NEEDED.*libcudnn.so.9' <<<"$(readelf -d "$app")" || fail "conv_trainer does not need libcudnn.so.9"
+  grep -Eq 'UND.*\(libcudnn\.so\.9\)[[:space:]]+cudnnConvolutionForward$' <<<"$imports" ||
+    fail "conv_trainer does not import cudnnConvolutionForward@libcudnn.so.9"
+  grep -q "libcudnn.so.9 => $build/lib/simcuda/libcudnn.so.9" <<<"$("${simrun[@]}" -- ldd "$app")" ||
+    fail "under simrun libcudnn.so.9 is not simcuda's"
+  run a --mem 64MiB -- "$app" --iters 4 --footprint 4MiB
+  [[ $rc == 0 ]] || fail "exit $rc: $(cat "$tmp/a.err")"
+  [[ $(grep -c '^iter [0-3] loss [-+0-9.e]* ms [0-9]*\.[0-9]\{4\}$' "$tmp/a.out") == 4 ]] || fail "$(cat "$tmp/a.out")"
+  grep -Eq '^checksum [0-9a-f]{16}$' "$tmp/a.out" || fail "bad checksum line: $(tail -1 "$tmp/a.out")"
+  awk '/^iter/ {loss[$2] = $4} END {exit !(loss[3] < 0.9 * loss[0])}' "$tmp/a.out" ||
+    fail "conv_trainer does not learn: $(cat "$tmp/a.out")"
+  grep -q -- "--cudnn-api" <<<"$("$app" --help)" || fail "--help does not list --cudnn-api"
+  "$app" --cudnn-api frontend >/dev/null 2>&1
+  [[ $? == 64 ]] || fail "a bad --cudnn-api must exit 64"
+  run oom --mem 64MiB -- "$app" --iters 2 --size-factor 2 --alloc async
+  [[ $rc == 2 ]] && grep -q "out of memory" "$tmp/oom.err" || fail "--size-factor 2: exit $rc: $(cat "$tmp/oom.err")"
+  ;;
+
+conv_identical)
+  # Both cuDNN APIs, the three allocators, and recording under libkarma.so: the same losses and checksum.
+  runs=()
+  for api in legacy backend; do
+    for alloc in async segments malloc; do runs+=("$api $alloc plain"); done
+    runs+=("$api segments karma" "$api async karma")
+  done
+  for r in "${runs[@]}"; do
+    read -r api alloc how <<<"$r"
+    karma=()
+    [[ $how == karma ]] && karma=(--karma --mode record)
+    KARMA_TRACE_DIR=$tmp/traces run one --mem 64MiB "${karma[@]}" -- "$bin/conv_trainer" --iters 6 --footprint 6MiB \
+      --alloc "$alloc" --cudnn-api "$api"
+    [[ $rc == 0 ]] || fail "$r: exit $rc: $(cat "$tmp/one.err")"
+    [[ $(grep -c '^iter' "$tmp/one.out") == 6 ]] || fail "$r: $(cat "$tmp/one.out")"
+    if [[ -f $tmp/first ]]; then
+      diff <(results one) "$tmp/first" >/dev/null || fail "$r differs: $(diff <(results one) "$tmp/first")"
+    else
+      results one >"$tmp/first"
+    fi
+  done
+  [[ $(ls "$tmp"/traces/*.ktrace | wc -l) == 4 ]] || fail "expected 4 traces: $(ls "$tmp/traces")"
+  cat "$tmp/first"
+  ;;
+
+conv_trace)
+  # The recorded iteration shows every convolution as a library op with its exact operands, through both APIs.
+  for api in legacy backend; do
+    KARMA_TRACE_DIR=$tmp/$api run $api --mem 64MiB --karma --mode record -- "$bin/conv_trainer" --iters 6 \
+      --footprint 6MiB --alloc async --cudnn-api "$api"
+    [[ $rc == 0 ]] || fail "$api: exit $rc: $(cat "$tmp/$api.err")"
+    trace=$(ls "$tmp/$api"/*.ktrace 2>/dev/null | head -1)
+    [[ -n $trace ]] || fail "$api: no trace recorded: $(cat "$tmp/$api.err")"
+    "$bin/karma-trace" summary "$trace" >"$tmp/$api.summary" || fail "$api: karma-trace summary fails"
+    "$bin/karma-trace" export "$trace" --json "$tmp/$api.json" >/dev/null || fail "$api: karma-trace export fails"
+  done
+  batch=$(sed -nE 's/.*batch ([0-9]+):.*/\1/p' "$tmp/legacy.err")
+  [[ -n $batch ]] || fail "no batch size in: $(cat "$tmp/legacy.err")"
+  python3 "$src/tests/apps/check_conv_trace.py" "$tmp/legacy.json" "$tmp/backend.json" --batch "$batch" --width 16 \
+    --depth 4 --image 16 || fail "the recorded convolutions are not exact"
   ;;
 
 *)

@@ -4,6 +4,7 @@
 #include <cudnn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "api/process.h"
 #include "device/conv.h"
+#include "simcuda/cudnn_graph.h"
 
 namespace {
 
@@ -293,95 +295,24 @@ void Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBack
   ASSERT_EQ(cudnnBackendSetAttribute(d, name, type, n, v), CUDNN_STATUS_SUCCESS) << name;
 }
 
-cudnnBackendDescriptor_t Tensor(int64_t uid, int64_t a, int64_t b, int64_t c, int64_t d) {
-  cudnnBackendDescriptor_t t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const int64_t dims[4] = {a, b, c, d}, strides[4] = {b * c * d, c * d, d, 1}, align = 16;
-  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  Set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-  Set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  Set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  Set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  Set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-  EXPECT_EQ(cudnnBackendFinalize(t), CUDNN_STATUS_SUCCESS);
-  return t;
-}
-
-// A one-operation graph, as the cuDNN frontend builds it: tensors, convolution, operation, graph, heuristics,
-// engine configuration, plan. Returns the plan; `all` collects every descriptor to destroy.
-cudnnBackendDescriptor_t Plan(cudnnHandle_t h, cudnnBackendDescriptorType_t op_type, std::vector<void*>* all) {
-  auto x = Tensor('x', N, C, H, W), w = Tensor('w', K, C, R, S), y = Tensor('y', N, K, H, W);
-  auto conv = Make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const int64_t two = 2, ones[2] = {1, 1};
-  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  Set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
-  Set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-  Set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two);
-  for (auto name : {CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
-                    CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS}) {
-    Set(conv, name, CUDNN_TYPE_INT64, 2, ones);
-  }
-  EXPECT_EQ(cudnnBackendFinalize(conv), CUDNN_STATUS_SUCCESS);
-  auto op = Make(op_type);
-  const double alpha = 1, beta = 0;
-  struct Names {
-    cudnnBackendAttributeName_t alpha, beta, conv, x, w, y;
-  };
-  const Names names =
-      op_type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
-          ? Names{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y}
-      : op_type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
-          ? Names{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY}
-          : Names{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY};
-  Set(op, names.alpha, CUDNN_TYPE_DOUBLE, 1, &alpha);
-  Set(op, names.beta, CUDNN_TYPE_DOUBLE, 1, &beta);
-  Set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
-  Set(op, names.x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-  Set(op, names.w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-  Set(op, names.y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-  EXPECT_EQ(cudnnBackendFinalize(op), CUDNN_STATUS_SUCCESS);
-  auto graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
-  EXPECT_EQ(cudnnBackendFinalize(graph), CUDNN_STATUS_SUCCESS);
-  auto heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_INSTANT;
-  Set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-  Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
-  EXPECT_EQ(cudnnBackendFinalize(heur), CUDNN_STATUS_SUCCESS);
-  int64_t n_cfg = 0;
-  EXPECT_EQ(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n_cfg,
-                                     nullptr),
-            CUDNN_STATUS_SUCCESS);
-  EXPECT_EQ(n_cfg, 1);
-  auto cfg = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  EXPECT_EQ(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n_cfg,
-                                     &cfg),
-            CUDNN_STATUS_SUCCESS);
-  auto plan = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-  Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  Set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
-  EXPECT_EQ(cudnnBackendFinalize(plan), CUDNN_STATUS_SUCCESS);
-  *all = {x, w, y, conv, op, graph, heur, cfg, plan};
+// The plan of a one-operation graph over the test's shapes, built as the cuDNN frontend builds it.
+cudnnBackendDescriptor_t Plan(cudnnHandle_t h, simcuda_graph::ConvPass pass) {
+  simcuda_graph::ConvSpec spec;
+  spec.pass = pass;
+  const int64_t x[4] = {N, C, H, W}, w[4] = {K, C, R, S}, y[4] = {N, K, H, W};
+  std::copy(x, x + 4, spec.x);
+  std::copy(w, w + 4, spec.w);
+  std::copy(y, y + 4, spec.y);
+  spec.pad[0] = spec.pad[1] = 1;
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t workspace = 0;
+  EXPECT_EQ(simcuda_graph::BuildPlan(h, {spec}, &plan, &workspace), CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(workspace, static_cast<int64_t>(C * R * S * H * W * 4));
   return plan;
 }
 
 void Execute(cudnnHandle_t h, cudnnBackendDescriptor_t plan, float* x, float* w, float* y, void* ws) {
-  auto pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const int64_t uids[3] = {'x', 'w', 'y'};
-  void* ptrs[3] = {x, w, y};
-  Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-  ASSERT_EQ(cudnnBackendFinalize(pack), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnBackendExecute(h, plan, pack), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnBackendDestroyDescriptor(pack), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(simcuda_graph::Execute(h, plan, {'x', 'w', 'y'}, {x, w, y}, ws), CUDNN_STATUS_SUCCESS);
 }
 
 TEST(Cudnn, BackendGraphsGiveTheLegacyResults) {
@@ -398,13 +329,8 @@ TEST(Cudnn, BackendGraphsGiveTheLegacyResults) {
   void* ws = nullptr;
   ASSERT_EQ(cudaMalloc(&ws, simcuda::ConvColumnFloats(g) * 4), cudaSuccess);
 
-  std::vector<void*> all;
-  auto plan = Plan(l.h, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &all);
-  int64_t ws_size = 0, count = 0;
-  ASSERT_EQ(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count,
-                                     &ws_size),
-            CUDNN_STATUS_SUCCESS);
-  EXPECT_EQ(ws_size, static_cast<int64_t>(simcuda::ConvColumnFloats(g) * 4));
+  auto plan = Plan(l.h, simcuda_graph::kForward);
+  int64_t count = 0;
   Execute(l.h, plan, dx_in, dw_in, out, ws);
   auto got = Download(out, dy.size());
   EXPECT_EQ(std::memcmp(got.data(), want_y.data(), got.size() * 4), 0);
@@ -443,16 +369,17 @@ TEST(Cudnn, BackendGraphsGiveTheLegacyResults) {
                                      &beta),
             CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(beta, 0.0f);
-  for (void* d : {cfg, engine, graph, op, t, wrong}) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
-  for (void* d : all) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
+  for (void* d : {cfg, engine, graph, op, t, wrong, plan}) {
+    ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
+  }
 
-  plan = Plan(l.h, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, &all);
+  plan = Plan(l.h, simcuda_graph::kBackwardData);
   Execute(l.h, plan, ddx, dw_in, ddy, ws);
   got = Download(ddx, x.size());
   EXPECT_EQ(std::memcmp(got.data(), want_dx.data(), got.size() * 4), 0);
-  for (void* d : all) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnBackendDestroyDescriptor(plan), CUDNN_STATUS_SUCCESS);
 
-  plan = Plan(l.h, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, &all);
+  plan = Plan(l.h, simcuda_graph::kBackwardFilter);
   Execute(l.h, plan, dx_in, ddw, ddy, ws);
   got = Download(ddw, w.size());
   EXPECT_EQ(std::memcmp(got.data(), want_dw.data(), got.size() * 4), 0);
@@ -475,8 +402,7 @@ TEST(Cudnn, BackendGraphsGiveTheLegacyResults) {
   EXPECT_EQ(cudnnBackendSetAttribute(op2, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_INT64, 1, uids),
             CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE);
   EXPECT_EQ(cudnnBackendFinalize(op2), CUDNN_STATUS_BAD_PARAM);  // required attributes missing
-  for (void* d : {pack, op2}) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
-  for (void* d : all) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
+  for (void* d : {pack, op2, plan}) ASSERT_EQ(cudnnBackendDestroyDescriptor(d), CUDNN_STATUS_SUCCESS);
   for (void* p : {static_cast<void*>(dx_in), static_cast<void*>(dw_in), static_cast<void*>(ddy),
                   static_cast<void*>(out), static_cast<void*>(ddx), static_cast<void*>(ddw), ws}) {
     ASSERT_EQ(cudaFree(p), cudaSuccess);
