@@ -71,48 +71,33 @@ def check_legacy(c, geometry):
         c.errors.append(f"expected {depth} forward, {depth} backward-filter and {depth - 1} backward-data "
                         f"convolutions, got {len(fwd)}, {len(bwd_filter)}, {len(bwd_data)}")
         return
-    x_of, w_of = {}, {}
-    for l, op in enumerate(fwd):  # forward in layer order
-        g = geometry[l]
-        reads, writes = c.operands(op)
-        if len(reads) != 2 or len(writes) != 1:
-            continue
-        by_size = {c.size(b): b for b in reads}
-        if sorted(map(c.size, reads)) != sorted([g["x"], g["w"]]) or c.size(writes[0]) != g["y"]:
-            c.fail(op, f"layer {l}: x, w -> y sizes {g}, got reads {list(map(c.size, reads))} "
-                       f"writes {c.size(writes[0])}")
-            continue
-        x_of[l], w_of[l] = by_size[g["x"]], by_size[g["w"]]
-        if op["flops"] != g["flops"]:
-            c.fail(op, f"flops {op['flops']}, expected {g['flops']}")
-    for i, op in enumerate(bwd_filter):  # backward in reverse layer order
-        l = depth - 1 - i
-        g = geometry[l]
-        reads, writes = c.operands(op)
-        if len(reads) != 2 or len(writes) != 1:
-            continue
-        if l in x_of and x_of[l] not in reads:
-            c.fail(op, f"layer {l}: does not read the forward pass's input {x_of[l]}")
-        if sorted(map(c.size, reads)) != sorted([g["x"], g["y"]]) or c.size(writes[0]) != g["w"]:
-            c.fail(op, f"layer {l}: x, dy -> dw sizes {g}, got reads {list(map(c.size, reads))} "
-                       f"writes {c.size(writes[0])}")
-        if c.tensors[writes[0]]["kind"] in ("activation", "temp", "workspace"):
-            c.fail(op, "dw must be a persistent buffer")
-        if op["flops"] != g["flops"]:
-            c.fail(op, f"flops {op['flops']}, expected {g['flops']}")
-    for i, op in enumerate(bwd_data):
-        l = depth - 1 - i
-        g = geometry[l]
-        reads, writes = c.operands(op)
-        if len(reads) != 2 or len(writes) != 1:
-            continue
-        if l in w_of and w_of[l] not in reads:
-            c.fail(op, f"layer {l}: does not read the filter {w_of[l]} the forward pass used")
-        if sorted(map(c.size, reads)) != sorted([g["w"], g["y"]]) or c.size(writes[0]) != g["x"]:
-            c.fail(op, f"layer {l}: dy, w -> dx sizes {g}, got reads {list(map(c.size, reads))} "
-                       f"writes {c.size(writes[0])}")
-        if op["flops"] != g["flops"]:
-            c.fail(op, f"flops {op['flops']}, expected {g['flops']}")
+    # (ops in layer order, inputs, output, text): forward in layer order, the backward passes in reverse.
+    passes = [(list(enumerate(fwd)), ("x", "w"), "y", "x, w -> y"),
+              ([(depth - 1 - i, op) for i, op in enumerate(bwd_filter)], ("x", "y"), "w", "x, dy -> dw"),
+              ([(depth - 1 - i, op) for i, op in enumerate(bwd_data)], ("w", "y"), "x", "dy, w -> dx")]
+    forward_inputs = {}  # layer -> {"x": buffer, "w": buffer} of its forward convolution
+    for ops, inputs, output, text in passes:
+        for l, op in ops:
+            g = geometry[l]
+            reads, writes = c.operands(op)
+            if len(reads) != 2 or len(writes) != 1:
+                continue
+            if sorted(map(c.size, reads)) != sorted(g[k] for k in inputs) or c.size(writes[0]) != g[output]:
+                c.fail(op, f"layer {l}: {text} sizes {g}, got reads {list(map(c.size, reads))} "
+                           f"writes {c.size(writes[0])}")
+                continue
+            if op["flops"] != g["flops"]:
+                c.fail(op, f"flops {op['flops']}, expected {g['flops']}")
+            if output == "y":
+                by_size = {c.size(b): b for b in reads}
+                forward_inputs[l] = {"x": by_size[g["x"]], "w": by_size[g["w"]]}
+                continue
+            # The backward passes read what the forward pass read: its input (filter gradient), its filter (data).
+            kept = forward_inputs.get(l, {}).get("x" if output == "w" else "w")
+            if kept is not None and kept not in reads:
+                c.fail(op, f"layer {l}: does not read buffer {kept} of the forward convolution")
+            if output == "w" and c.tensors[writes[0]]["kind"] in ("activation", "temp", "workspace"):
+                c.fail(op, "dw must be a persistent buffer")
 
 
 def check_same(legacy, backend):

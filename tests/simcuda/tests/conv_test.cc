@@ -2,7 +2,6 @@
 // alpha/beta, and results that depend only on the operands' values.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -137,10 +136,24 @@ TEST(Conv, AlphaScalesAndBetaAccumulatesWhileBetaZeroIgnoresTheOutput) {
   for (size_t i = 0; i < dw.size(); ++i) ASSERT_EQ(dw_acc[i], dw[i] + 1.0f) << i;
 }
 
-// The same values in a padded NHWC-like layout give the same bits: arithmetic never depends on where the
+// Offset of element (a, b, c, d) of a 4-d tensor with the given element strides.
+int64_t At(const int64_t strides[4], int64_t a, int64_t b, int64_t c, int64_t d) {
+  return a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3];
+}
+
+// Copies every element of a tensor of dimensions `dims` between two layouts.
+void Relayout(const int64_t dims[4], const float* from, const int64_t from_strides[4], float* to,
+              const int64_t to_strides[4]) {
+  for (int64_t a = 0; a < dims[0]; ++a)
+    for (int64_t b = 0; b < dims[1]; ++b)
+      for (int64_t c = 0; c < dims[2]; ++c)
+        for (int64_t d = 0; d < dims[3]; ++d) to[At(to_strides, a, b, c, d)] = from[At(from_strides, a, b, c, d)];
+}
+
+// The same values in a padded channels-last layout give the same bits: arithmetic never depends on where the
 // operands are or how they are laid out.
 TEST(Conv, StridedTensorsGiveTheSameBits) {
-  ConvGeometry g = Geometry(kCases[2]);
+  const ConvGeometry g = Geometry(kCases[2]);
   const auto x = Random(XSize(g), 9), w = Random(WSize(g), 10), dy = Random(YSize(g), 11);
   std::vector<float> y(YSize(g)), dx(XSize(g)), dw(WSize(g)), col(ConvColumnFloats(g));
   ConvForward(g, 1.0f, x.data(), w.data(), 0.0f, y.data(), col.data());
@@ -151,40 +164,23 @@ TEST(Conv, StridedTensorsGiveTheSameBits) {
   ConvGeometry h = g;
   const int64_t xrow = g.w * g.c + 2, yrow = g.q * g.k + 2;
   const int64_t xs[4] = {g.h * xrow, 1, xrow, g.c}, ys[4] = {g.p * yrow, 1, yrow, g.k};
+  const int64_t xd[4] = {g.n, g.c, g.h, g.w}, yd[4] = {g.n, g.k, g.p, g.q};
   std::copy(xs, xs + 4, h.x_strides);
   std::copy(ys, ys + 4, h.y_strides);
   std::vector<float> x2(static_cast<size_t>(g.n * xs[0])), dy2(static_cast<size_t>(g.n * ys[0]));
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t c = 0; c < g.c; ++c)
-      for (int64_t i = 0; i < g.h; ++i)
-        for (int64_t j = 0; j < g.w; ++j)
-          x2[static_cast<size_t>(n * xs[0] + c * xs[1] + i * xs[2] + j * xs[3])] =
-              x[static_cast<size_t>(((n * g.c + c) * g.h + i) * g.w + j)];
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t i = 0; i < g.p; ++i)
-        for (int64_t j = 0; j < g.q; ++j)
-          dy2[static_cast<size_t>(n * ys[0] + k * ys[1] + i * ys[2] + j * ys[3])] =
-              dy[static_cast<size_t>(((n * g.k + k) * g.p + i) * g.q + j)];
+  Relayout(xd, x.data(), g.x_strides, x2.data(), xs);
+  Relayout(yd, dy.data(), g.y_strides, dy2.data(), ys);
   std::vector<float> y2(dy2.size()), dx2(x2.size()), dw2(WSize(g));
   ConvForward(h, 1.0f, x2.data(), w.data(), 0.0f, y2.data(), col.data());
   ConvBackwardData(h, 1.0f, w.data(), dy2.data(), 0.0f, dx2.data(), col.data());
   ConvBackwardFilter(h, 1.0f, x2.data(), dy2.data(), 0.0f, dw2.data(), col.data());
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t i = 0; i < g.p; ++i)
-        for (int64_t j = 0; j < g.q; ++j)
-          ASSERT_EQ(y2[static_cast<size_t>(n * ys[0] + k * ys[1] + i * ys[2] + j * ys[3])],
-                    y[static_cast<size_t>(((n * g.k + k) * g.p + i) * g.q + j)]);
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t c = 0; c < g.c; ++c)
-      for (int64_t i = 0; i < g.h; ++i)
-        for (int64_t j = 0; j < g.w; ++j)
-          ASSERT_EQ(dx2[static_cast<size_t>(n * xs[0] + c * xs[1] + i * xs[2] + j * xs[3])],
-                    dx[static_cast<size_t>(((n * g.c + c) * g.h + i) * g.w + j)]);
+  std::vector<float> y_back(y.size()), dx_back(dx.size());
+  Relayout(yd, y2.data(), ys, y_back.data(), g.y_strides);
+  Relayout(xd, dx2.data(), xs, dx_back.data(), g.x_strides);
+  EXPECT_EQ(std::memcmp(y_back.data(), y.data(), y.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dx_back.data(), dx.data(), dx.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float)), 0);
-  EXPECT_EQ(ConvSpanBytes(std::array<int64_t, 4>{g.n, g.c, g.h, g.w}.data(), h.x_strides),
-            static_cast<size_t>((g.n - 1) * xs[0] + (g.c - 1) + (g.h - 1) * xs[2] + (g.w - 1) * xs[3] + 1) * 4);
+  EXPECT_EQ(ConvSpanBytes(xd, h.x_strides), static_cast<size_t>(At(xs, g.n - 1, g.c - 1, g.h - 1, g.w - 1) + 1) * 4);
 }
 
 TEST(Conv, SizesAndWork) {
