@@ -41,7 +41,7 @@ assert r["status"] == "ok" and r["parameters"] > 25_000_000 and len(r["losses"])
 "$here/run_gpu_suite.sh" --dry-run --models gpt2 --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
   fail "dry run of the suite: $(tail -20 "$tmp/suite.log")"
 md=$tmp/suite/gpu-results.md
-[[ $(grep -c '^| gpt2 |' "$md") == 5 ]] || fail "expected 5 gpt2 rows: $(cat "$md")"
+[[ $(grep -c '^| gpt2 |' "$md") == 6 ]] || fail "expected 6 gpt2 rows: $(cat "$md")"
 grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
   fail "checkpointing must reproduce the plain losses: $(cat "$md")"
 grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"

@@ -179,6 +179,7 @@ run() {
 
 for model in ${models//,/ }; do
   run "$model" plain -- || true
+  run "$model" plain-again -- || true  # how closely plain PyTorch reproduces itself: the floor of loss agreement
   run "$model" checkpoint -- --checkpoint || true
   if ((dry_run)); then
     for config in karma karma-async um; do note "$out/$model-$config.json" "skipped (dry run)" "no GPU"; done

@@ -14,9 +14,10 @@ import json
 import os
 import sys
 
-CONFIG_ORDER = ["plain", "karma", "karma-async", "um", "checkpoint"]
+CONFIG_ORDER = ["plain", "plain-again", "karma", "karma-async", "um", "checkpoint"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
+    "plain-again": "PyTorch again (run-to-run agreement)",
     "karma": "libkarma.so, caching allocator",
     "karma-async": "libkarma.so, cudaMallocAsync",
     "um": "KARMA_MODE=um (managed memory only)",
