@@ -181,6 +181,22 @@ conv_identical)
   cat "$tmp/first"
   ;;
 
+conv_oversubscribed)
+  # 1.5x the device's memory: out of memory without KARMA; with libkarma.so's managed memory (KARMA_MODE=um) the
+  # convolutions fault their operands in and the results are those of a device large enough.
+  args=(--iters 3 --footprint 24MiB --cudnn-api backend)
+  run small --mem 16MiB -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 2 ]] || fail "without KARMA: exit $rc, expected 2: $(cat "$tmp/small.err")"
+  run large --mem 64MiB -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "64 MiB device: exit $rc: $(cat "$tmp/large.err")"
+  run um --mem 16MiB --stats "$tmp/um.json" --karma --mode um -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "under KARMA_MODE=um: exit $rc: $(cat "$tmp/um.err")"
+  diff <(results um) <(results large) >/dev/null || fail "results differ: $(diff <(results um) <(results large))"
+  faults=$(stat "$tmp/um.json" faults)
+  ((faults > 0)) || fail "no managed-memory faults at 1.5x oversubscription"
+  echo "$faults faults"
+  ;;
+
 conv_trace)
   # The recorded iteration shows every convolution as a library op with its exact operands, through both APIs.
   for api in legacy backend; do

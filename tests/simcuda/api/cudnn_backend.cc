@@ -196,7 +196,7 @@ const Attr* Get(const Desc& d, cudnnBackendAttributeName_t name) {
 std::vector<int64_t> Ints(const Desc& d, cudnnBackendAttributeName_t name) {
   const Attr* a = Get(d, name);
   std::vector<int64_t> v;
-  if (a == nullptr || a->type != CUDNN_TYPE_INT64) return v;
+  if (a == nullptr || a->type != CUDNN_TYPE_INT64 || a->count == 0) return v;
   v.resize(static_cast<size_t>(a->count));
   std::memcpy(v.data(), a->bytes.data(), v.size() * sizeof(int64_t));
   return v;
