@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing; conv_trainer
 # (cuDNN) and its recording under libkarma.so (the conv_* cases, label cudnn).
-#   apps_test.sh SOURCE_DIR BUILD_DIR CASE [MEM]     MEM: device memory of the identical_* cases (256MiB)
+#   apps_test.sh SOURCE_DIR BUILD_DIR CASE [SIZE]   SIZE: device memory of the identical_* cases (256MiB), the
+#                                                   footprint of the conv_identical and conv_trace cases (6MiB)
 set -uo pipefail
-src=$1 build=$2 case=$3 mem=${4:-256MiB}
+src=$1 build=$2 case=$3
+mem=${4:-256MiB}
+conv_footprint=${4:-6MiB}
+# A sanitized libkarma.so is preloaded ahead of the ASan runtime that the programs link: that order is fine here.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 simrun=("$src/scripts/simrun" --build "$build")
 bin=$build/bin
 tmp=$(mktemp -d)
@@ -167,8 +172,8 @@ conv_identical)
     read -r api alloc how <<<"$r"
     karma=()
     [[ $how == karma ]] && karma=(--karma --mode record)
-    KARMA_TRACE_DIR=$tmp/traces run one --mem 64MiB "${karma[@]}" -- "$bin/conv_trainer" --iters 6 --footprint 6MiB \
-      --alloc "$alloc" --cudnn-api "$api"
+    KARMA_TRACE_DIR=$tmp/traces run one --mem 64MiB "${karma[@]}" -- "$bin/conv_trainer" --iters 6 \
+      --footprint "$conv_footprint" --alloc "$alloc" --cudnn-api "$api"
     [[ $rc == 0 ]] || fail "$r: exit $rc: $(cat "$tmp/one.err")"
     [[ $(grep -c '^iter' "$tmp/one.out") == 6 ]] || fail "$r: $(cat "$tmp/one.out")"
     if [[ -f $tmp/first ]]; then
@@ -201,7 +206,7 @@ conv_trace)
   # The recorded iteration shows every convolution as a library op with its exact operands, through both APIs.
   for api in legacy backend; do
     KARMA_TRACE_DIR=$tmp/$api run $api --mem 64MiB --karma --mode record -- "$bin/conv_trainer" --iters 6 \
-      --footprint 6MiB --alloc async --cudnn-api "$api"
+      --footprint "$conv_footprint" --alloc async --cudnn-api "$api"
     [[ $rc == 0 ]] || fail "$api: exit $rc: $(cat "$tmp/$api.err")"
     trace=$(ls "$tmp/$api"/*.ktrace 2>/dev/null | head -1)
     [[ -n $trace ]] || fail "$api: no trace recorded: $(cat "$tmp/$api.err")"
