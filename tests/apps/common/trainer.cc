@@ -420,6 +420,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   std::string alloc_text = "segments";
   Shape shape;
   shape.depth = app.default_depth;
+  shape.width = app.default_width;
   cli.add_option("--iters", iters, "training iterations")->check(CLI::PositiveNumber);
   auto* footprint_opt = cli.add_option("--footprint", footprint_text,
                                        "size the model so that its ideal in-core peak is about BYTES (512MiB, 2GiB)");
@@ -465,6 +466,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
         ->capture_default_str();
     mpi_flag->excludes(cli.get_option("--shards"));
   }
+  if (app.extra_flags) app.extra_flags(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

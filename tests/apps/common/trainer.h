@@ -12,6 +12,10 @@
 
 #include "common/sim_kernel.h"
 
+namespace CLI {
+class App;
+}
+
 namespace apps {
 
 // Exits with a message: code 2 and "out of memory" for an allocation failure, 1 for any other error.
@@ -162,6 +166,9 @@ struct AppInfo {
   std::function<std::unique_ptr<Model>(const Shape&)> make;
   // Set in the *_mpi variants: the exchange over MPI_COMM_WORLD (calls MPI_Init).
   std::function<std::unique_ptr<GradientExchange>(const ExchangeOptions&)> mpi;
+  int default_width = 64;
+  // Flags of this app alone, added to the shared ones (none when empty).
+  std::function<void(CLI::App&)> extra_flags = {};
 };
 
 // The whole program: parses the flags, sizes the model, trains, prints the output contract.
