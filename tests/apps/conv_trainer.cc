@@ -110,11 +110,11 @@ struct GlobalAvgPoolBwd {
   }
 };
 
-// Softmax cross-entropy over column-major classes x n logits: loss = mean of -log p[label];
-// dlogits = (p - onehot(label)) / n.
+// Softmax cross-entropy over column-major classes x n logits, as this shard's part of a global batch of `global_n`
+// samples: loss = sum of -log p[label] / global_n; dlogits = (p - onehot(label)) / global_n.
 struct SoftmaxXent {
   static constexpr const char* kName = "softmax_xent";
-  static void Body(int64_t classes, int64_t n, const float* logits, const float* labels, float* loss,
+  static void Body(int64_t classes, int64_t n, int64_t global_n, const float* logits, const float* labels, float* loss,
                    float* dlogits) {
     double sum = 0;
     for (int64_t j = 0; j < n; ++j) {
@@ -126,14 +126,14 @@ struct SoftmaxXent {
       const auto label = static_cast<int64_t>(labels[j]);
       for (int64_t i = 0; i < classes; ++i) {
         const float p = std::exp(z[i] - top) / total;
-        dlogits[i + j * classes] = (p - (i == label ? 1.0f : 0.0f)) / static_cast<float>(n);
+        dlogits[i + j * classes] = (p - (i == label ? 1.0f : 0.0f)) / static_cast<float>(global_n);
       }
       sum -= static_cast<double>(z[label] - top - std::log(total));
     }
-    *loss = static_cast<float>(sum / static_cast<double>(n));
+    *loss = static_cast<float>(sum / static_cast<double>(global_n));
   }
-  static void Cost(simcuda_cost* cost, int64_t classes, int64_t n, const float* logits, const float* labels,
-                   float* loss, float* dlogits) {
+  static void Cost(simcuda_cost* cost, int64_t classes, int64_t n, int64_t /*global_n*/, const float* logits,
+                   const float* labels, float* loss, float* dlogits) {
     cost->flops = 8 * static_cast<double>(classes * n);
     cost->bytes = 4 * static_cast<double>(2 * classes * n + n + 1);
     k::Range(cost, logits, classes * n);
@@ -224,12 +224,12 @@ class ConvNet : public Model {
     for (Layer& l : layers_) Describe(l);
   }
 
-  void Step(Context& c, int iter, float* loss) override {
+  void ForwardBackward(Context& c, int iter, int shard, float* loss, const BackwardHooks& hooks) override {
     const int64_t n = s_.batch;
     const int classes = g_options.classes, width = s_.width;
     float* x = c.New(layers_[0].InputFloats(n));
     float* labels = c.New(n);
-    UploadBatch(c, iter, x, labels);
+    UploadBatch(c, iter, shard, x, labels);
 
     // Forward: each layer keeps its input and its pre-activation for the backward pass.
     std::vector<std::pair<float*, float*>> saved;  // (input, z)
@@ -252,10 +252,11 @@ class ConvNet : public Model {
     c.Gemm(false, false, classes, static_cast<int>(n), width, classifier_.w, classes, feat, width, logits, classes);
     c.Run<k::Bias>(int64_t{classes} * n, int64_t{classes}, n, static_cast<const float*>(classifier_bias_.w), logits);
     float* dlogits = c.New(int64_t{classes} * n);
-    c.Run<SoftmaxXent>(n, int64_t{classes}, n, static_cast<const float*>(logits), static_cast<const float*>(labels),
-                       loss, dlogits);
+    c.Run<SoftmaxXent>(n, int64_t{classes}, n, n * s_.shards, static_cast<const float*>(logits),
+                       static_cast<const float*>(labels), loss, dlogits);
     c.Free(logits);
     c.Free(labels);
+    if (hooks.begin) hooks.begin();
 
     // Backward.
     c.Gemm(false, true, classes, width, static_cast<int>(n), dlogits, classes, feat, width, classifier_.g, classes);
@@ -268,6 +269,10 @@ class ConvNet : public Model {
     float* g = c.New(last.OutputFloats(n));
     c.Run<GlobalAvgPoolBwd>(last.OutputFloats(n), n, int64_t{width}, pixels, static_cast<const float*>(dfeat), g);
     c.Free(dfeat);
+    if (hooks.ready) {
+      hooks.ready(classifier_);
+      hooks.ready(classifier_bias_);
+    }
     for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
       Layer& l = layers_[static_cast<size_t>(i)];
       auto [input, z] = saved[static_cast<size_t>(i)];
@@ -285,19 +290,30 @@ class ConvNet : public Model {
       }
       c.Free(dz);
       c.Free(input);
+      if (hooks.ready) {
+        hooks.ready(l.weight);
+        hooks.ready(l.bias);
+      }
     }
+  }
 
-    // Optimizer.
+  void Update(Context& c, int /*iter*/) override {
     ForEachParam([&](Param& p) {
       c.Run<k::SgdMomentum>(p.n, p.n, kLearningRate, kMomentum, static_cast<const float*>(p.g), p.s1, p.w);
     });
   }
 
-  std::vector<std::pair<const float*, size_t>> Parameters() const override {
-    std::vector<std::pair<const float*, size_t>> all;
-    const_cast<ConvNet*>(this)->ForEachParam([&](Param& p) { all.push_back({p.w, static_cast<size_t>(p.n)}); });
-    return all;
+  void ForEachParam(const std::function<void(Param&)>& f) override {
+    for (Layer& l : layers_) {
+      f(l.weight);
+      f(l.bias);
+    }
+    f(classifier_);
+    f(classifier_bias_);
   }
+
+  // torch.optim.SGD(lr, momentum): the device kernel's update, as PyTorch defines it.
+  OptimizerSpec optimizer() const override { return {0, kLearningRate, kMomentum}; }
 
   void Release(Context& c) override {
     ForEachParam([&](Param& p) { FreeParam(c, p); });
@@ -315,31 +331,25 @@ class ConvNet : public Model {
   }
 
  private:
-  template <typename F>
-  void ForEachParam(F f) {
-    for (Layer& l : layers_) {
-      f(l.weight);
-      f(l.bias);
-    }
-    f(classifier_);
-    f(classifier_bias_);
-  }
-
   // Inputs uniform in [-1, 1) plus a per-class offset pattern over the three channels; labels from a hash.
-  void UploadBatch(Context& c, int iter, float* x, float* labels) {
+  // Samples shard x batch onwards of the global batch, so that the shards together are one batch of the same
+  // samples whatever the split.
+  void UploadBatch(Context& c, int iter, int shard, float* x, float* labels) {
     if (c.dry()) return;
     const int64_t n = s_.batch, pixels = int64_t{g_options.image} * g_options.image;
     std::vector<float> hx(static_cast<size_t>(n * kInputChannels * pixels)), hl(static_cast<size_t>(n));
     const uint64_t stream = (1ull << 32) + static_cast<uint64_t>(iter);
     for (int64_t j = 0; j < n; ++j) {
-      const uint64_t label = Mix(s_.seed * 31 + stream * 1000003 + static_cast<uint64_t>(j)) %
+      const int64_t sample = int64_t{shard} * n + j;
+      const uint64_t label = Mix(s_.seed * 31 + stream * 1000003 + static_cast<uint64_t>(sample)) %
                              static_cast<uint64_t>(g_options.classes);
       hl[static_cast<size_t>(j)] = static_cast<float>(label);
       for (int ch = 0; ch < kInputChannels; ++ch) {
         const float offset = ((label >> ch) & 1) != 0 ? 0.5f : -0.5f;
         for (int64_t p = 0; p < pixels; ++p) {
           const size_t i = static_cast<size_t>((j * kInputChannels + ch) * pixels + p);
-          hx[i] = 0.5f * Uniform(s_.seed, stream, i) + offset;
+          const size_t global = static_cast<size_t>((sample * kInputChannels + ch) * pixels + p);
+          hx[i] = 0.5f * Uniform(s_.seed, stream, global) + offset;
         }
       }
     }
@@ -449,7 +459,7 @@ int main(int argc, char** argv) {
                     "conv_trainer: a small CNN (cuDNN 3x3 convolutions, leaky ReLU, global average pooling, a "
                     "cuBLAS classifier), SGD with momentum, synthetic classification; written against the CUDA "
                     "runtime API, cuBLAS and cuDNN. --width counts channels, --depth convolution layers.",
-                    4, [](const apps::Shape& s) { return std::make_unique<ConvNet>(s); }};
+                    4, [](const apps::Shape& s) { return std::make_unique<ConvNet>(s); }, nullptr};
   app.default_width = 16;
   app.extra_flags = [](CLI::App& cli) {
     cli.add_option("--image", g_options.image, "input height and width")->check(CLI::Range(4, 512))
