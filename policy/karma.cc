@@ -151,10 +151,6 @@ void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const
   }
 }
 
-uint64_t PeakOf(const std::vector<uint64_t>& mem) {
-  return mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
-}
-
 }  // namespace
 
 std::vector<uint32_t> BlockCuts(const PlanningModel& m) {
@@ -231,8 +227,9 @@ std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& 
     std::vector<Block> trial = blocks;
     for (size_t i = 0; i < evicted; ++i) trial[i].mode = BlockMode::kSwap;
     PlanBuilder b(in, "karma");
+    b.set_managed_memory(true);
     AddBlockDecisions(m, trial, options.plan, b);
-    return PeakOf(b.LatestRestoreMemory()) <= in.capacity;
+    return WithinLimits(b.LatestRestoreMemory(), CapacityLimits(in, b.Sequence(), in.capacity, true).hard);
   };
   size_t lo = 0, hi = blocks.size();
   if (!fits(hi)) {
@@ -265,6 +262,7 @@ Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& bl
   const SimInput& in = *m.in;
   std::vector<Block> blocks = blocks_in;
   PlanBuilder b(in, "karma");
+  b.set_managed_memory(true);
   AddBlockDecisions(m, blocks, options, b);
   // Whatever still does not fit goes capacity-based: activations in forward order, then dead persistent
   // values, then weights and optimizer state (first needed latest first).
@@ -295,11 +293,6 @@ Result<Plan> PlanKarma(const SimInput& in) {
     incore->note = "fits in core";
     return incore;
   }
-  if (const LargestOp big = FindLargestOp(*in.it, in.access); big.bytes > in.capacity) {
-    return Infeasible(fmt::format("op {} ({}) alone touches {}, more than the capacity {}: no plan that moves whole "
-                                  "buffers can run it", big.op, in.it->ops[big.op].name, FormatBytes(big.bytes),
-                                  FormatBytes(in.capacity)));
-  }
   const PlanningModel m = BuildPlanningModel(in);
   uint64_t total_saved = 0;
   for (size_t x = 0; x < in.it->buffers.size(); ++x) {
@@ -314,6 +307,7 @@ Result<Plan> PlanKarma(const SimInput& in) {
     }
     p->strategy = "karma";
     p->note = note;
+    p->managed_memory = true;  // KARMA runs over managed memory, whichever candidate wins
     KeepFaster(best, std::move(p).value(), in);
   };
   // Problem 1 is solved under two assumptions about problem 2 at layer granularity (none, or the one the plan

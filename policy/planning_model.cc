@@ -119,6 +119,10 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
       return Infeasible(fmt::format("buffer {} is written by op {} ({}), which cannot be re-run", b, v,
                                     m.in->it->ops[v].name));
     }
+    if (m.in->Paged(v)) {  // re-running it would page it again, with nothing to anchor what it sends home
+      return Infeasible(fmt::format("buffer {} is written by op {} ({}), larger than the capacity", b, v,
+                                    m.in->it->ops[v].name));
+    }
     if (std::find(ops.begin(), ops.end(), v) != ops.end()) continue;
     ops.push_back(v);
     const OpAccess& a = acc.ops[v];
@@ -192,6 +196,7 @@ std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& builder, bo
   const SequenceUses all_uses(in, seq);
   std::set<std::pair<trace::BufferId, int32_t>> evicted;
   for (const PlanBuilder::Eviction& e : builder.evictions()) evicted.insert({e.buffer, e.after});
+  for (const auto& [b, op] : builder.PagedSendsHome(seq)) evicted.insert({b, static_cast<int32_t>(op)});
   std::vector<Gap> gaps;
   for (size_t b = 0; b < in.it->buffers.size(); ++b) {
     const std::span<const BufferUse> u = all_uses.of(static_cast<trace::BufferId>(b));
@@ -251,17 +256,53 @@ void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x,
   b.Evict(e);
 }
 
+ItemLimits CapacityLimits(const SimInput& in, const std::vector<ComputeItem>& seq, uint64_t capacity, bool managed) {
+  ItemLimits l;
+  l.target.assign(seq.size(), capacity);
+  l.hard.assign(seq.size(), capacity);
+  if (!managed) return l;
+  auto paged = [&](trace::OpId op) { return in.working_set[op] > capacity; };
+  bool any = false;
+  for (const ComputeItem& c : seq) any = any || paged(c.op);
+  if (!any) return l;
+  const SequenceUses uses(in, seq);
+  for (uint32_t k = 0; k < seq.size(); ++k) {
+    const trace::OpId op = seq[k].op;
+    if (!paged(op)) continue;
+    const PagedEnd end = SettlePagedOp(in, op, capacity, [&](trace::BufferId b) { return LiveAfter(in, uses, b, k); });
+    l.target[k] = in.working_set[op];
+    l.hard[k] = capacity + in.working_set[op] - std::min(end.kept_bytes, in.working_set[op]);
+  }
+  return l;
+}
+
+bool WithinLimits(const std::vector<uint64_t>& mem, const std::vector<uint64_t>& limit) {
+  for (size_t k = 0; k < mem.size(); ++k) {
+    if (mem[k] > limit[k]) return false;
+  }
+  return true;
+}
+
 Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity) {
   std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) {
     return x.cls != y.cls ? x.cls < y.cls : x.order < y.order;
   });
   std::vector<bool> taken(gaps.size(), false);
+  const std::vector<ComputeItem> seq = b.Sequence();
+  const ItemLimits limits = CapacityLimits(*m.in, seq, capacity, b.managed_memory());
   for (int round = 0; round < 8; ++round) {
     std::vector<uint64_t> mem = b.LatestRestoreMemory();
+    std::vector<uint64_t> limit = limits.target;
     while (true) {
-      const auto peak = std::max_element(mem.begin(), mem.end());
-      if (peak == mem.end() || *peak <= capacity) break;
-      const int64_t p = peak - mem.begin();
+      int64_t p = -1;
+      uint64_t worst = 0;
+      for (size_t k = 0; k < mem.size(); ++k) {
+        if (mem[k] > limit[k] && mem[k] - limit[k] > worst) {
+          worst = mem[k] - limit[k];
+          p = static_cast<int64_t>(k);
+        }
+      }
+      if (p < 0) break;
       size_t pick = gaps.size();
       for (size_t i = 0; i < gaps.size(); ++i) {
         const Gap& g = gaps[i];
@@ -272,20 +313,25 @@ Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> ga
         }
       }
       if (pick == gaps.size()) {
-        const std::vector<ComputeItem> seq = b.Sequence();
-        const trace::OpId op = seq[static_cast<size_t>(p)].op;
+        const size_t k = static_cast<size_t>(p);
+        if (mem[k] <= limits.hard[k]) {  // a paged op: what stays beside it pages too
+          limit[k] = mem[k];
+          continue;
+        }
+        const trace::OpId op = seq[k].op;
         return Infeasible(fmt::format("{} are needed at op {} ({}) even with everything evictable off the device, "
-                                      "capacity {}", FormatBytes(*peak), op, m.in->it->ops[op].name,
+                                      "capacity {}", FormatBytes(mem[k]), op, m.in->it->ops[op].name,
                                       FormatBytes(capacity)));
       }
       taken[pick] = true;
       const Gap& g = gaps[pick];
       ApplyGap(b, g);
-      for (int64_t k = g.lo1; k <= g.hi1; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
-      for (int64_t k = g.lo2; k <= g.hi2; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
+      // An estimate until the next round recomputes it: never below zero.
+      for (int64_t k = g.lo1; k <= g.hi1; ++k) mem[static_cast<size_t>(k)] -= std::min(mem[static_cast<size_t>(k)], g.bytes);
+      for (int64_t k = g.lo2; k <= g.hi2; ++k) mem[static_cast<size_t>(k)] -= std::min(mem[static_cast<size_t>(k)], g.bytes);
     }
     const std::vector<uint64_t> check = b.LatestRestoreMemory();
-    if (check.empty() || *std::max_element(check.begin(), check.end()) <= capacity) return Status::Ok();
+    if (WithinLimits(check, limits.hard)) return Status::Ok();
   }
   return Infeasible("capacity-based eviction did not converge");
 }

@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
     const std::string label = std::filesystem::path(path).stem().string();
     fmt::print("\n{} ({} ops, in-core peak {}, ", label, it.ops.size(), FormatBytes(peak));
     std::string table = fmt::format(
-        "\n## {}\n\n{} ({}), {} ops, in-core peak {}, largest op {} ({}: below that capacity no strategy can run "
-        "it)",
+        "\n## {}\n\n{} ({}), {} ops, in-core peak {}, largest op {} ({}: below that capacity only the strategies "
+        "over managed memory, um, capacity and karma, can run it, paged)",
         label, it.model, it.source, it.ops.size(), FormatBytes(peak), FormatBytes(largest.bytes),
         it.ops[largest.op].name);
     bool header = false;

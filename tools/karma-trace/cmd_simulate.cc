@@ -52,6 +52,10 @@ nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& i
   j["peak_bytes"] = s.peak_bytes;
   j["h2d_busy_ms"] = Ms(s.h2d_busy_s);
   j["d2h_busy_ms"] = Ms(s.d2h_busy_s);
+  j["paged_ops"] = s.paged_ops;
+  j["paging_ms"] = Ms(s.paging_s);
+  j["paged_in_bytes"] = s.paged_in_bytes;
+  j["paged_out_bytes"] = s.paged_out_bytes;
   if (!e.plan.strategy.empty()) {
     const policy::PlanCounts c = policy::CountActions(e.plan, *in.it);
     j["actions"] = {{"swap_out", c.swap_outs}, {"swap_in", c.swap_ins}, {"discard", c.discards},
@@ -129,6 +133,10 @@ int RunSimulate(const SimulateArgs& a) {
   fmt::print("occupancy   over time, % per twentieth of the iteration:{}\n", slices);
   fmt::print("transfers   in {} ({:.1f} ms), out {} ({:.1f} ms)\n", FormatBytes(s.swap_in_bytes), Ms(s.h2d_busy_s),
              FormatBytes(s.swap_out_bytes), Ms(s.d2h_busy_s));
+  if (s.paged_ops > 0) {
+    fmt::print("paging      {} ops larger than the capacity ran paged: {:.1f} ms, {} faulted in, {} evicted\n",
+               s.paged_ops, Ms(s.paging_s), FormatBytes(s.paged_in_bytes), FormatBytes(s.paged_out_bytes));
+  }
   fmt::print("peak        {}\n", FormatBytes(s.peak_bytes));
   if (!e.plan.strategy.empty()) {
     const policy::PlanCounts c = policy::CountActions(e.plan, *in.it);
