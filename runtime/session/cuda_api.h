@@ -47,7 +47,9 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudnn, cudnnGetStream)                \
   X(kCudnn, cudnnGetTensorNdDescriptor)    \
   X(kCudnn, cudnnGetFilterNdDescriptor)    \
-  X(kCudnn, cudnnBackendGetAttribute)
+  X(kCudnn, cudnnBackendGetAttribute)      \
+  X(kCudnn, cudnnBackendCreateDescriptor)  \
+  X(kCudnn, cudnnBackendDestroyDescriptor)
 
 namespace karma::rt {
 

@@ -40,15 +40,23 @@ OpDesc Gemm(Session* s, const char* name, cublasHandle_t handle, const rt::GemmS
   return rt::GemmOp(name, g, c, A, B, C, alpha, beta, a_type, b_type, c_type);
 }
 
-// `output_type` is the cudnnDataType of the output descriptor (-1 unknown), which sets beta's width.
+// A legacy convolution: x-shaped input, filter, y-shaped tensor (forward: x, w -> y; backward data: dy, w -> dx;
+// backward filter: x, dy -> dw). beta's width follows the output's data type.
 OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer_list<const void*> inputs,
-            void* output, const void* beta, int output_type, void* workspace, size_t workspace_bytes,
-            const void* conv_desc, int algo) {
+            void* output, const void* beta, void* workspace, size_t workspace_bytes, const void* conv_desc, int algo,
+            cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc, cudnnTensorDescriptor_t y_desc,
+            rt::ConvOutput written) {
   const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
   cudaStream_t stream = nullptr;
   if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) stream = nullptr;
-  return rt::ConvOp(name, rt::KeyOf(stream), inputs, output, !rt::CudnnBetaIsZero(beta, output_type), workspace,
-                    workspace_bytes, rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo)));
+  const int output_type = written == rt::ConvOutput::kW ? rt::CudnnFilterType(api, w_desc)
+                          : written == rt::ConvOutput::kX ? rt::CudnnTensorType(api, x_desc)
+                                                          : rt::CudnnTensorType(api, y_desc);
+  const bool accumulate = !rt::CudnnBetaIsZero(beta, output_type);
+  OpDesc d = rt::ConvOp(name, rt::KeyOf(stream), inputs, output, accumulate, workspace, workspace_bytes,
+                        rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo)));
+  rt::ConvWork(api, x_desc, w_desc, y_desc, written, accumulate, &d);
+  return d;
 }
 
 }  // namespace
@@ -117,9 +125,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHand
                     y);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionForward", handle, {x, w}, y, beta,
-                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), yDesc), workSpace, workSpaceSizeInBytes,
-                    convDesc, algo);
+        return Conv(s, "cudnnConvolutionForward", handle, {x, w}, y, beta, workSpace, workSpaceSizeInBytes, convDesc,
+                    algo, xDesc, wDesc, yDesc, rt::ConvOutput::kY);
       });
 }
 
@@ -137,9 +144,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnConvolutionBackwardData_fn real,
                     dxDesc, dx);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionBackwardData", handle, {w, dy}, dx, beta,
-                    rt::CudnnTensorType(s->ApiFor(rt::CudaLib::kCudnn), dxDesc), workSpace, workSpaceSizeInBytes,
-                    convDesc, algo);
+        return Conv(s, "cudnnConvolutionBackwardData", handle, {w, dy}, dx, beta, workSpace, workSpaceSizeInBytes,
+                    convDesc, algo, dxDesc, wDesc, dyDesc, rt::ConvOutput::kX);
       });
 }
 
@@ -157,9 +163,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnConvolutionBackwardFilter_fn r
                     dwDesc, dw);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionBackwardFilter", handle, {x, dy}, dw, beta,
-                    rt::CudnnFilterType(s->ApiFor(rt::CudaLib::kCudnn), dwDesc), workSpace, workSpaceSizeInBytes,
-                    convDesc, algo);
+        return Conv(s, "cudnnConvolutionBackwardFilter", handle, {x, dy}, dw, beta, workSpace, workSpaceSizeInBytes,
+                    convDesc, algo, xDesc, dwDesc, dyDesc, rt::ConvOutput::kW);
       });
 }
 
@@ -169,7 +174,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t han
       CUDNN_STATUS_SUCCESS, [&] { return real(handle, executionPlan, variantPack); },
       [&](Session* s) {
         const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
-        OpDesc d = rt::BackendOp(api, variantPack);
+        OpDesc d = rt::BackendOp(api, executionPlan, variantPack);
         cudaStream_t stream = nullptr;
         if (api.cudnnGetStream != nullptr && api.cudnnGetStream(handle, &stream) == CUDNN_STATUS_SUCCESS) {
           d.stream = rt::KeyOf(stream);

@@ -1,12 +1,13 @@
 // cuBLAS / cuDNN operand sets.
 #include "runtime/session/library_ops.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace karma::rt {
 namespace {
-
-
 
 bool AllZero(const void* p, int bytes) {
   if (p == nullptr || bytes <= 0) return false;
@@ -133,24 +134,262 @@ OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const vo
   return d;
 }
 
-OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t variant_pack) {
+namespace {
+
+int CudnnTypeBytes(int t) {
+  switch (t) {
+    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: return 8;
+    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: return 2;
+    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN: case CUDNN_DATA_FP8_E4M3:
+    case CUDNN_DATA_FP8_E5M2: return 1;
+    default: return 4;
+  }
+}
+
+const char* CudnnTypeName(int t) {
+  switch (t) {
+    case CUDNN_DATA_FLOAT: return "float32";
+    case CUDNN_DATA_DOUBLE: return "float64";
+    case CUDNN_DATA_HALF: return "float16";
+    case CUDNN_DATA_BFLOAT16: return "bfloat16";
+    case CUDNN_DATA_INT8: return "int8";
+    case CUDNN_DATA_UINT8: return "uint8";
+    case CUDNN_DATA_INT32: return "int32";
+    default: return nullptr;
+  }
+}
+
+uint64_t Elements(const int64_t* dims, int n) {
+  uint64_t e = 1;
+  for (int i = 0; i < n; ++i) e *= static_cast<uint64_t>(dims[i] > 0 ? dims[i] : 0);
+  return e;
+}
+
+// One tensor of a convolution: elements, the output channels when it is the filter, bytes per element.
+struct ConvTensor {
+  uint64_t elements = 0;
+  uint64_t leading = 1;  // dims[0]
+  int type = -1;
+};
+
+// A convolution's work from its three tensors (x-shaped, filter, y-shaped) and which one it writes.
+void AddConvWork(const ConvTensor (&t)[3], int output, bool accumulate, OpDesc* d) {
+  if (t[1].leading == 0) return;
+  d->flops += 2 * t[2].elements * (t[1].elements / t[1].leading);
+  uint64_t bytes = 0;
+  for (const ConvTensor& x : t) bytes += x.elements * static_cast<uint64_t>(CudnnTypeBytes(x.type));
+  if (accumulate) bytes += t[output].elements * static_cast<uint64_t>(CudnnTypeBytes(t[output].type));
+  d->bytes += bytes;
+  d->dtype = CudnnTypeName(t[2].type);
+}
+
+bool ReadTensor(const CudaApi& api, cudnnTensorDescriptor_t desc, ConvTensor* out) {
+  if (api.cudnnGetTensorNdDescriptor == nullptr || desc == nullptr) return false;
+  cudnnDataType_t t;
+  int nb = 0, dims[CUDNN_DIM_MAX], strides[CUDNN_DIM_MAX];
+  if (api.cudnnGetTensorNdDescriptor(desc, CUDNN_DIM_MAX, &t, &nb, dims, strides) != CUDNN_STATUS_SUCCESS) return false;
+  int64_t d64[CUDNN_DIM_MAX];
+  for (int i = 0; i < nb && i < CUDNN_DIM_MAX; ++i) d64[i] = dims[i];
+  *out = {Elements(d64, std::min(nb, CUDNN_DIM_MAX)), nb > 0 ? static_cast<uint64_t>(dims[0]) : 0, static_cast<int>(t)};
+  return true;
+}
+
+bool ReadFilter(const CudaApi& api, cudnnFilterDescriptor_t desc, ConvTensor* out) {
+  if (api.cudnnGetFilterNdDescriptor == nullptr || desc == nullptr) return false;
+  cudnnDataType_t t;
+  cudnnTensorFormat_t format;
+  int nb = 0, dims[CUDNN_DIM_MAX];
+  if (api.cudnnGetFilterNdDescriptor(desc, CUDNN_DIM_MAX, &t, &format, &nb, dims) != CUDNN_STATUS_SUCCESS) {
+    return false;
+  }
+  int64_t d64[CUDNN_DIM_MAX];
+  for (int i = 0; i < nb && i < CUDNN_DIM_MAX; ++i) d64[i] = dims[i];
+  *out = {Elements(d64, std::min(nb, CUDNN_DIM_MAX)), nb > 0 ? static_cast<uint64_t>(dims[0]) : 0, static_cast<int>(t)};
+  return true;
+}
+
+// Descriptors the session creates to read a graph back, destroyed with this object.
+class Scratch {
+ public:
+  explicit Scratch(const CudaApi& api) : api_(api) {}
+  ~Scratch() {
+    for (cudnnBackendDescriptor_t d : owned_) api_.cudnnBackendDestroyDescriptor(d);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  cudnnBackendDescriptor_t Make(cudnnBackendDescriptorType_t type) {
+    cudnnBackendDescriptor_t d = nullptr;
+    if (api_.cudnnBackendCreateDescriptor(type, &d) != CUDNN_STATUS_SUCCESS || d == nullptr) return nullptr;
+    owned_.push_back(d);
+    return d;
+  }
+  // The descriptor attribute `name` of `from` (its first element), copied into a new descriptor of `type`.
+  cudnnBackendDescriptor_t Child(cudnnBackendDescriptor_t from, cudnnBackendAttributeName_t name,
+                                 cudnnBackendDescriptorType_t type) {
+    cudnnBackendDescriptor_t d = Make(type);
+    int64_t n = 0;
+    if (d == nullptr ||
+        api_.cudnnBackendGetAttribute(from, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &d) != CUDNN_STATUS_SUCCESS ||
+        n < 1) {
+      return nullptr;
+    }
+    return d;
+  }
+  bool Int64(cudnnBackendDescriptor_t from, cudnnBackendAttributeName_t name, int64_t max, int64_t* count,
+             int64_t* out) {
+    return api_.cudnnBackendGetAttribute(from, name, CUDNN_TYPE_INT64, max, count, out) == CUDNN_STATUS_SUCCESS;
+  }
+
+ private:
+  const CudaApi& api_;
+  std::vector<cudnnBackendDescriptor_t> owned_;
+};
+
+// The three convolution operation types: their beta and their x-shaped, filter and y-shaped tensors.
+struct ConvOpNames {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t beta;
+  cudnnBackendAttributeName_t tensors[3];
+  int output;  // index into tensors
+};
+constexpr ConvOpNames kConvOps[] = {
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+     2},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+     0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+     1},
+};
+
+// Whether an operation's output accumulates: beta (double or float) not zero; unreadable: assume it does.
+bool Accumulates(const CudaApi& api, cudnnBackendDescriptor_t op, cudnnBackendAttributeName_t beta) {
+  int64_t n = 0;
+  double d = 0;
+  if (api.cudnnBackendGetAttribute(op, beta, CUDNN_TYPE_DOUBLE, 1, &n, &d) == CUDNN_STATUS_SUCCESS) {
+    return n > 0 && d != 0;  // not set: cuDNN's default beta is 0
+  }
+  float f = 0;
+  if (api.cudnnBackendGetAttribute(op, beta, CUDNN_TYPE_FLOAT, 1, &n, &f) == CUDNN_STATUS_SUCCESS) {
+    return n > 0 && f != 0;
+  }
+  return true;
+}
+
+// The access of every tensor unique id of the plan's graph; false when the graph cannot be read or is not made
+// of convolutions of one type. Adds the convolutions' work to `d`.
+bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector<std::pair<int64_t, Access>>* roles,
+                  OpDesc* d) {
+  if (api.cudnnBackendCreateDescriptor == nullptr || api.cudnnBackendDestroyDescriptor == nullptr || plan == nullptr) {
+    return false;
+  }
+  Scratch s(api);
+  cudnnBackendDescriptor_t cfg =
+      s.Child(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine =
+      cfg != nullptr ? s.Child(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR) : nullptr;
+  cudnnBackendDescriptor_t graph =
+      engine != nullptr ? s.Child(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+                        : nullptr;
+  int64_t count = 0;
+  if (graph == nullptr ||
+      api.cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                   nullptr) != CUDNN_STATUS_SUCCESS ||
+      count < 1 || count > 64) {
+    return false;
+  }
+  // A descriptor attribute is read into descriptors of the right type: try each convolution type in turn.
+  for (const ConvOpNames& names : kConvOps) {
+    std::vector<cudnnBackendDescriptor_t> ops;
+    for (int64_t i = 0; i < count; ++i) {
+      cudnnBackendDescriptor_t op = s.Make(names.type);
+      if (op == nullptr) return false;
+      ops.push_back(op);
+    }
+    int64_t got = 0;
+    if (api.cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                     ops.data()) != CUDNN_STATUS_SUCCESS ||
+        got != count) {
+      continue;
+    }
+    OpDesc work;
+    for (cudnnBackendDescriptor_t op : ops) {
+      const bool accumulate = Accumulates(api, op, names.beta);
+      ConvTensor t[3];
+      for (int i = 0; i < 3; ++i) {
+        cudnnBackendDescriptor_t tensor = s.Child(op, names.tensors[i], CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+        int64_t n = 0, n_type = 0, uid = 0, dims[CUDNN_DIM_MAX] = {};
+        if (tensor == nullptr || !s.Int64(tensor, CUDNN_ATTR_TENSOR_UNIQUE_ID, 1, &n, &uid) || n != 1) return false;
+        cudnnDataType_t type = CUDNN_DATA_FLOAT;
+        if (s.Int64(tensor, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_DIM_MAX, &n, dims) && n > 0 && n <= CUDNN_DIM_MAX &&
+            api.cudnnBackendGetAttribute(tensor, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n_type,
+                                         &type) == CUDNN_STATUS_SUCCESS) {
+          t[i] = {Elements(dims, static_cast<int>(n)), static_cast<uint64_t>(dims[0]), static_cast<int>(type)};
+        }
+        const Access a = i != names.output ? Access::kRead : accumulate ? Access::kReadWrite : Access::kWrite;
+        auto it = std::find_if(roles->begin(), roles->end(), [&](const auto& r) { return r.first == uid; });
+        if (it == roles->end()) {
+          roles->push_back({uid, a});
+        } else {
+          it->second = static_cast<Access>(static_cast<uint8_t>(it->second) | static_cast<uint8_t>(a));
+        }
+      }
+      AddConvWork(t, names.output, accumulate, &work);
+    }
+    d->flops = work.flops;
+    d->bytes = work.bytes;
+    d->dtype = work.dtype;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t y,
+              ConvOutput output, bool accumulate, OpDesc* d) {
+  ConvTensor t[3];
+  if (!ReadTensor(api, x, &t[0]) || !ReadFilter(api, w, &t[1]) || !ReadTensor(api, y, &t[2])) return;
+  OpDesc work;
+  AddConvWork(t, static_cast<int>(output), accumulate, &work);
+  d->flops = work.flops;
+  d->bytes = work.bytes;
+  d->dtype = work.dtype;
+}
+
+OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack) {
   OpDesc d;
   d.kind = trace::OpKind::kLibrary;
   d.name = "cudnnBackendExecute";
   if (api.cudnnBackendGetAttribute == nullptr || variant_pack == nullptr) return d;
   constexpr int64_t kMaxPointers = 64;
   void* pointers[kMaxPointers] = {};
-  int64_t count = 0;
-  if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                   kMaxPointers, &count, pointers) == CUDNN_STATUS_SUCCESS) {
-    for (int64_t i = 0; i < count && i < kMaxPointers; ++i) d.operands.push_back({AddressOf(pointers[i]), Access::kTouch, false});
-  }
   int64_t ids[kMaxPointers] = {};
-  int64_t n_ids = 0;
-  uint64_t h = kHashSeed;
+  int64_t count = 0, n_ids = 0;
+  if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                   kMaxPointers, &count, pointers) != CUDNN_STATUS_SUCCESS) {
+    count = 0;
+  }
   if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, kMaxPointers,
-                                   &n_ids, ids) == CUDNN_STATUS_SUCCESS) {
-    for (int64_t i = 0; i < n_ids && i < kMaxPointers; ++i) h = HashMix(h, static_cast<uint64_t>(ids[i]));
+                                   &n_ids, ids) != CUDNN_STATUS_SUCCESS) {
+    n_ids = 0;
+  }
+  std::vector<std::pair<int64_t, Access>> roles;
+  if (n_ids != count || !BackendRoles(api, plan, &roles, &d)) roles.clear();
+  uint64_t h = kHashSeed;
+  for (int64_t i = 0; i < n_ids && i < kMaxPointers; ++i) h = HashMix(h, static_cast<uint64_t>(ids[i]));
+  for (int64_t i = 0; i < count && i < kMaxPointers; ++i) {
+    Access a = Access::kTouch;
+    for (const auto& [uid, access] : roles) {
+      if (i < n_ids && uid == ids[i]) a = access;
+    }
+    d.operands.push_back({AddressOf(pointers[i]), a, false});
   }
   d.shape = h;
   void* workspace = nullptr;

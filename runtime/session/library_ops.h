@@ -44,8 +44,20 @@ int CudnnFilterType(const CudaApi& api, cudnnFilterDescriptor_t desc);
 OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const void*> inputs, void* output,
               bool accumulate, void* workspace, size_t workspace_bytes, uint64_t shape);
 
-// cudnnBackendExecute: the variant pack's data pointers (direction unknown without walking the operation
-// graph: touched) and its workspace.
-OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t variant_pack);
+// Which of a convolution's three tensors a call writes: x (backward data), w (backward filter), y (forward).
+enum class ConvOutput : uint8_t { kX, kW, kY };
+// A legacy convolution's work from its descriptors (x-shaped, filter, y-shaped): 2 * |y| * |w| / K flops, the
+// three tensors' bytes (the output's twice when it accumulates) and the data type. `d` is left as it is when a
+// descriptor cannot be read.
+void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t y,
+              ConvOutput output, bool accumulate, OpDesc* d);
+
+// cudnnBackendExecute. The plan's operation graph is read back through cudnnBackendGetAttribute (plan -> engine
+// configuration -> engine -> graph -> operations -> tensors' unique ids, each into a descriptor created for the
+// query): when every operation is a convolution of one type, the variant pack's pointers get exact directions
+// (forward: X, W read, Y written; backward data: W, DY read, DX written; backward filter: X, DY read, DW written;
+// an output whose beta is not zero is read too) and the op its flops and bytes. Any other graph, or one that
+// cannot be read: every data pointer is touched. The workspace is read and written.
+OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack);
 
 }  // namespace karma::rt

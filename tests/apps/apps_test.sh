@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing.
-#   apps_test.sh SOURCE_DIR BUILD_DIR CASE [MEM]     MEM: device memory of the identical_* cases (256MiB)
+# The trainer apps on simcuda: output contract, unchanged binaries, out-of-memory, determinism, sizing; conv_trainer
+# (cuDNN) and its recording under libkarma.so (the conv_* cases, label cudnn).
+#   apps_test.sh SOURCE_DIR BUILD_DIR CASE [SIZE]   SIZE: device memory of the identical_* cases (256MiB), the
+#                                                   footprint of the conv_identical and conv_trace cases (6MiB)
 set -uo pipefail
-src=$1 build=$2 case=$3 mem=${4:-256MiB}
+src=$1 build=$2 case=$3
+mem=${4:-256MiB}
+conv_footprint=${4:-6MiB}
+# A sanitized libkarma.so is preloaded ahead of the ASan runtime that the programs link: that order is fine here.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 simrun=("$src/scripts/simrun" --build "$build")
 bin=$build/bin
 tmp=$(mktemp -d)
@@ -131,6 +137,86 @@ karma_flag)
     [[ $rc != 0 ]] || fail "--karma without libkarma.so must fail"
     grep -q "libkarma.so is not built" "$tmp/k.err" || fail "no clear message: $(cat "$tmp/k.err")"
   fi
+  ;;
+
+conv_contract)
+  # conv_trainer: the output contract, its flags, cuDNN from the toolkit resolved to simcuda's, learning.
+  app=$bin/conv_trainer
+  imports=$(objdump -T "$app")
+  grep -q 'NEEDED.*libcudnn.so.9' <<<"$(readelf -d "$app")" || fail "conv_trainer does not need libcudnn.so.9"
+  grep -Eq 'UND.*\(libcudnn\.so\.9\)[[:space:]]+cudnnConvolutionForward$' <<<"$imports" ||
+    fail "conv_trainer does not import cudnnConvolutionForward@libcudnn.so.9"
+  grep -q "libcudnn.so.9 => $build/lib/simcuda/libcudnn.so.9" <<<"$("${simrun[@]}" -- ldd "$app")" ||
+    fail "under simrun libcudnn.so.9 is not simcuda's"
+  run a --mem 64MiB -- "$app" --iters 4 --footprint 4MiB
+  [[ $rc == 0 ]] || fail "exit $rc: $(cat "$tmp/a.err")"
+  [[ $(grep -c '^iter [0-3] loss [-+0-9.e]* ms [0-9]*\.[0-9]\{4\}$' "$tmp/a.out") == 4 ]] || fail "$(cat "$tmp/a.out")"
+  grep -Eq '^checksum [0-9a-f]{16}$' "$tmp/a.out" || fail "bad checksum line: $(tail -1 "$tmp/a.out")"
+  awk '/^iter/ {loss[$2] = $4} END {exit !(loss[3] < 0.9 * loss[0])}' "$tmp/a.out" ||
+    fail "conv_trainer does not learn: $(cat "$tmp/a.out")"
+  grep -q -- "--cudnn-api" <<<"$("$app" --help)" || fail "--help does not list --cudnn-api"
+  "$app" --cudnn-api frontend >/dev/null 2>&1
+  [[ $? == 64 ]] || fail "a bad --cudnn-api must exit 64"
+  run oom --mem 64MiB -- "$app" --iters 2 --size-factor 2 --alloc async
+  [[ $rc == 2 ]] && grep -q "out of memory" "$tmp/oom.err" || fail "--size-factor 2: exit $rc: $(cat "$tmp/oom.err")"
+  ;;
+
+conv_identical)
+  # Both cuDNN APIs, the three allocators, and recording under libkarma.so: the same losses and checksum.
+  runs=()
+  for api in legacy backend; do
+    for alloc in async segments malloc; do runs+=("$api $alloc plain"); done
+    runs+=("$api segments karma" "$api async karma")
+  done
+  for r in "${runs[@]}"; do
+    read -r api alloc how <<<"$r"
+    karma=()
+    [[ $how == karma ]] && karma=(--karma --mode record)
+    KARMA_TRACE_DIR=$tmp/traces run one --mem 64MiB "${karma[@]}" -- "$bin/conv_trainer" --iters 6 \
+      --footprint "$conv_footprint" --alloc "$alloc" --cudnn-api "$api"
+    [[ $rc == 0 ]] || fail "$r: exit $rc: $(cat "$tmp/one.err")"
+    [[ $(grep -c '^iter' "$tmp/one.out") == 6 ]] || fail "$r: $(cat "$tmp/one.out")"
+    if [[ -f $tmp/first ]]; then
+      diff <(results one) "$tmp/first" >/dev/null || fail "$r differs: $(diff <(results one) "$tmp/first")"
+    else
+      results one >"$tmp/first"
+    fi
+  done
+  [[ $(ls "$tmp"/traces/*.ktrace | wc -l) == 4 ]] || fail "expected 4 traces: $(ls "$tmp/traces")"
+  cat "$tmp/first"
+  ;;
+
+conv_oversubscribed)
+  # 1.5x the device's memory: out of memory without KARMA; with libkarma.so's managed memory (KARMA_MODE=um) the
+  # convolutions fault their operands in and the results are those of a device large enough.
+  args=(--iters 3 --footprint 24MiB --cudnn-api backend)
+  run small --mem 16MiB -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 2 ]] || fail "without KARMA: exit $rc, expected 2: $(cat "$tmp/small.err")"
+  run large --mem 64MiB -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "64 MiB device: exit $rc: $(cat "$tmp/large.err")"
+  run um --mem 16MiB --stats "$tmp/um.json" --karma --mode um -- "$bin/conv_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "under KARMA_MODE=um: exit $rc: $(cat "$tmp/um.err")"
+  diff <(results um) <(results large) >/dev/null || fail "results differ: $(diff <(results um) <(results large))"
+  faults=$(stat "$tmp/um.json" faults)
+  ((faults > 0)) || fail "no managed-memory faults at 1.5x oversubscription"
+  echo "$faults faults"
+  ;;
+
+conv_trace)
+  # The recorded iteration shows every convolution as a library op with its exact operands, through both APIs.
+  for api in legacy backend; do
+    KARMA_TRACE_DIR=$tmp/$api run $api --mem 64MiB --karma --mode record -- "$bin/conv_trainer" --iters 6 \
+      --footprint "$conv_footprint" --alloc async --cudnn-api "$api"
+    [[ $rc == 0 ]] || fail "$api: exit $rc: $(cat "$tmp/$api.err")"
+    trace=$(ls "$tmp/$api"/*.ktrace 2>/dev/null | head -1)
+    [[ -n $trace ]] || fail "$api: no trace recorded: $(cat "$tmp/$api.err")"
+    "$bin/karma-trace" summary "$trace" >"$tmp/$api.summary" || fail "$api: karma-trace summary fails"
+    "$bin/karma-trace" export "$trace" --json "$tmp/$api.json" >/dev/null || fail "$api: karma-trace export fails"
+  done
+  batch=$(sed -nE 's/.*batch ([0-9]+):.*/\1/p' "$tmp/legacy.err")
+  [[ -n $batch ]] || fail "no batch size in: $(cat "$tmp/legacy.err")"
+  python3 "$src/tests/apps/check_conv_trace.py" "$tmp/legacy.json" "$tmp/backend.json" --batch "$batch" --width 16 \
+    --depth 4 --image 16 || fail "the recorded convolutions are not exact"
   ;;
 
 *)

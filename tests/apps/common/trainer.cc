@@ -323,6 +323,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   std::string alloc_text = "segments";
   Shape shape;
   shape.depth = app.default_depth;
+  shape.width = app.default_width;
   cli.add_option("--iters", iters, "training iterations")->check(CLI::PositiveNumber);
   auto* footprint_opt = cli.add_option("--footprint", footprint_text,
                                        "size the model so that its ideal in-core peak is about BYTES (512MiB, 2GiB)");
@@ -341,6 +342,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cli.add_option("--seed", shape.seed, "seed of the synthetic data and weights")->capture_default_str();
+  if (app.extra_flags) app.extra_flags(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,10 @@
 
 #include "common/sim_kernel.h"
 
+namespace CLI {
+class App;
+}
+
 namespace apps {
 
 // Exits with a message: code 2 and "out of memory" for an allocation failure, 1 for any other error.
@@ -112,6 +116,9 @@ struct AppInfo {
   const char* description;
   int default_depth;
   std::function<std::unique_ptr<Model>(const Shape&)> make;
+  int default_width = 64;
+  // Flags of this app alone, added to the shared ones (none when empty).
+  std::function<void(CLI::App&)> extra_flags = {};
 };
 
 // The whole program: parses the flags, sizes the model, trains, prints the output contract.

@@ -1,11 +1,10 @@
 // libcublas.so.13 on simcuda: handles and fp32 GEMMs, run as a kernel launched through the driver API.
 #include <cublas_api.h>
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <algorithm>
-#include <string>
 
+#include "api/driver_client.h"
 #include "device/gemm.h"
 #include "simcuda/kernel_abi.h"
 
@@ -80,48 +79,8 @@ constexpr char kGemmName[] = "simcuda_cublas_sgemm_strided_batched";
 const simcuda_kernel kGemmKernel = {kGemmName, 17, kSizes, kAligns, GemmBody, GemmCost};
 const simcuda_module kModule = {SIMCUDA_MODULE_MAGIC, SIMCUDA_MODULE_VERSION, 1, &kGemmKernel};
 
-using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              CUstream, void**, void**);
-
-struct Driver {
-  LaunchFn launch = nullptr;
-  CUfunction gemm = nullptr;
-};
-
-// Loads libcuda.so.1 next to this library and resolves what the GEMM needs through cuGetProcAddress.
-const Driver* GetDriver() {
-  static const Driver* driver = []() -> const Driver* {
-    Dl_info info{};
-    std::string path = "libcuda.so.1";
-    if (dladdr(reinterpret_cast<void*>(&GetDriver), &info) != 0 && info.dli_fname != nullptr) {
-      const std::string self = info.dli_fname;
-      const size_t slash = self.rfind('/');
-      if (slash != std::string::npos) path = self.substr(0, slash + 1) + "libcuda.so.1";
-    }
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return nullptr;
-    using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-    auto get = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
-    if (get == nullptr) return nullptr;
-    void* load = nullptr;
-    void* function = nullptr;
-    void* launch = nullptr;
-    if (get("cuModuleLoadData", &load, CUDA_VERSION, 0, nullptr) != CUDA_SUCCESS ||
-        get("cuModuleGetFunction", &function, CUDA_VERSION, 0, nullptr) != CUDA_SUCCESS ||
-        get("cuLaunchKernel", &launch, CUDA_VERSION, 0, nullptr) != CUDA_SUCCESS) {
-      return nullptr;
-    }
-    CUmodule module = nullptr;
-    auto* d = new Driver;
-    d->launch = reinterpret_cast<LaunchFn>(launch);
-    if (reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(load)(&module, &kModule) != CUDA_SUCCESS ||
-        reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(function)(&d->gemm, module,
-                                                                                     kGemmName) != CUDA_SUCCESS) {
-      delete d;
-      return nullptr;
-    }
-    return d;
-  }();
+const simcuda_api::DriverModule* GetDriver() {
+  static const simcuda_api::DriverModule* driver = simcuda_api::LoadDriverModule(kModule);
   return driver;
 }
 
@@ -149,7 +108,7 @@ cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
-  const Driver* driver = GetDriver();
+  const simcuda_api::DriverModule* driver = GetDriver();
   if (driver == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   int ita = ta, itb = tb;
   // In device pointer mode alpha and beta are read in stream order, which is now: earlier work has executed.
@@ -157,7 +116,7 @@ cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
   void* args[] = {&ita, &itb, &m, &n, &k, &a, &A, &lda, &strideA, &B, &ldb, &strideB, &b, &C, &ldc, &strideC,
                   &batch};
   const unsigned gx = static_cast<unsigned>((m + 15) / 16), gy = static_cast<unsigned>((n + 15) / 16);
-  const CUresult r = driver->launch(driver->gemm, gx, gy, static_cast<unsigned>(batch), 16, 16, 1, 0,
+  const CUresult r = driver->launch(driver->kernels[0], gx, gy, static_cast<unsigned>(batch), 16, 16, 1, 0,
                                     handle->stream, args, nullptr);
   return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -35,10 +35,12 @@ check() {
 
 check libcudart.so.13 libcudart.so.13
 check libcublas.so.13 libcublas.so.13
+check libcudnn.so.9 libcudnn.so.9
 check libcuda.so.1 ""
 
 # The lists must still be those of the toolkit installed here (regenerate with symbols/update.sh).
 for real in "$cuda/lib64/libcudart.so.13:libcudart.so.13" "$cuda/lib64/libcublas.so.13:libcublas.so.13" \
+            "$cuda/lib64/libcudnn.so.9:libcudnn.so.9" \
             "$cuda/lib64/stubs/libcuda.so:libcuda.so.1"; do
   path=${real%%:*} soname=${real##*:}
   [[ -f $path ]] || { echo "note: $path not found; not compared"; continue; }
@@ -49,5 +51,5 @@ for real in "$cuda/lib64/libcudart.so.13:libcudart.so.13" "$cuda/lib64/libcublas
   fi
 done
 
-[[ $fail == 0 ]] && echo "exports: all three libraries match"
+[[ $fail == 0 ]] && echo "exports: all four libraries match"
 exit $fail

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What of the GPU suite can be checked without a GPU: the scripts' syntax and command lines, a clear failure when
+# the GPU is missing, and (with a Python that has PyTorch and torchvision) both models built and trained on the CPU
+# through the suite's dry run, down to the results table.
+#   cpu_check.sh SOURCE_DIR [PYTHON]      PYTHON: default /usr/bin/python3
+set -uo pipefail
+src=$1 python=${2:-/usr/bin/python3}
+here=$src/tests/gpu
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+bash -n "$here/run_gpu_suite.sh" || fail "run_gpu_suite.sh does not parse"
+"$here/run_gpu_suite.sh" --iters 0 >/dev/null 2>&1
+[[ $? == 2 ]] || fail "--iters 0 must be refused with exit 2"
+"$here/run_gpu_suite.sh" --models vgg >/dev/null 2>&1
+[[ $? == 2 ]] || fail "an unknown model must be refused with exit 2"
+
+# No GPU here: the suite must stop at once, saying what is missing (a PATH without nvidia-smi makes sure).
+mkdir "$tmp/bin"
+for tool in timeout python3 bash env dirname head tail; do ln -s "$(command -v "$tool")" "$tmp/bin/$tool"; done
+start=$SECONDS
+PATH=$tmp/bin timeout 120 "$here/run_gpu_suite.sh" --check >"$tmp/check.out" 2>&1
+rc=$?
+[[ $rc == 3 ]] || fail "--check without a GPU: exit $rc, expected 3: $(cat "$tmp/check.out")"
+grep -q "MISSING: nvidia-smi" "$tmp/check.out" || fail "no clear message: $(cat "$tmp/check.out")"
+((SECONDS - start < 60)) || fail "--check took $((SECONDS - start)) s"
+
+if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
+  echo "skipped the Python checks: $python has no PyTorch/torchvision"
+  exit 77
+fi
+"$python" "$here/train_bench.py" --model gpt2 --d-model 65 --dry-run >/dev/null 2>&1
+[[ $? == 64 ]] || fail "train_bench.py must refuse --d-model 65 --heads 4 with exit 64"
+"$python" "$here/train_bench.py" --model resnet50 --dry-run --iters 1 --warmup 0 --out "$tmp/r.json" >"$tmp/r.log" 2>&1 ||
+  fail "ResNet-50 dry run: $(tail -5 "$tmp/r.log")"
+"$python" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+assert r["status"] == "ok" and r["parameters"] > 25_000_000 and len(r["losses"]) == 1, r' "$tmp/r.json" ||
+  fail "ResNet-50 result: $(cat "$tmp/r.json")"
+
+"$here/run_gpu_suite.sh" --dry-run --models gpt2 --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
+  fail "dry run of the suite: $(tail -20 "$tmp/suite.log")"
+md=$tmp/suite/gpu-results.md
+[[ $(grep -c '^| gpt2 |' "$md") == 6 ]] || fail "expected 6 gpt2 rows: $(cat "$md")"
+grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
+  fail "checkpointing must reproduce the plain losses: $(cat "$md")"
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
+echo "ok: GPU suite scripts checked without a GPU"

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The GPU suite: builds KARMA, runs the phase-1 record smoke test, then trains a torchvision ResNet-50 and a
+# GPT-2-style model with PyTorch plain, under LD_PRELOAD=libkarma.so with a KARMA_CAPACITY below the iteration's
+# need (default caching allocator and cudaMallocAsync), with KARMA_MODE=um, and with torch.utils.checkpoint;
+# prints a table and writes it as Markdown for docs/gpu-results.md. See tests/gpu/README.md.
+set -uo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: tests/gpu/run_gpu_suite.sh [options]
+  --out DIR            results directory (default: build/gpu-suite)
+  --build DIR          KARMA build directory (default: $KARMA_BUILD or build)
+  --python PY          Python with PyTorch 2.x for CUDA 13 and torchvision (default: $PYTHON or python3)
+  --models LIST        comma-separated: resnet50,gpt2 (default: both)
+  --pressure K         KARMA_CAPACITY = the plain run's peak allocated bytes / K (default: 1.5)
+  --capacity BYTES     KARMA_CAPACITY for every model instead (e.g. 20GiB)
+  --iters N            timed iterations per run (default: 20)
+  --warmup N           warm-up iterations, not timed (default: 5)
+  --resnet50-args STR  extra train_bench.py arguments for ResNet-50 (e.g. "--batch 128")
+  --gpt2-args STR      extra train_bench.py arguments for the GPT-2 model (e.g. "--layers 12 --seq 2048")
+  --timeout S          limit per run, in seconds (default: 1800)
+  --skip-build         use the existing build
+  --check              only check the prerequisites
+  --dry-run            no GPU: the Python runs on the CPU with tiny models; KARMA runs are reported as skipped
+Exit codes: 0 every run succeeded, 1 some run failed (the table says which), 2 bad command line,
+3 a prerequisite is missing, 4 the build failed.
+EOF
+}
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/tests/gpu
+out=$root/build/gpu-suite
+build=${KARMA_BUILD:-$root/build}
+python=${PYTHON:-python3}
+models=resnet50,gpt2
+pressure=1.5
+capacity=""
+iters=""
+warmup=""
+timeout_s=1800
+skip_build=0
+check_only=0
+dry_run=0
+resnet50_args=""
+gpt2_args=""
+command_line="tests/gpu/run_gpu_suite.sh $*"
+
+while (($#)); do
+  case $1 in
+    --out | --build | --python | --models | --pressure | --capacity | --iters | --warmup | --resnet50-args | \
+      --gpt2-args | --timeout)
+      (($# >= 2)) || { echo "run_gpu_suite: $1 needs a value" >&2; exit 2; } ;;
+  esac
+  case $1 in
+    --out) out=$2; shift ;;
+    --build) build=$2; shift ;;
+    --python) python=$2; shift ;;
+    --models) models=$2; shift ;;
+    --pressure) pressure=$2; shift ;;
+    --capacity) capacity=$2; shift ;;
+    --iters) iters=$2; shift ;;
+    --warmup) warmup=$2; shift ;;
+    --resnet50-args) resnet50_args=$2; shift ;;
+    --gpt2-args) gpt2_args=$2; shift ;;
+    --timeout) timeout_s=$2; shift ;;
+    --skip-build) skip_build=1 ;;
+    --check) check_only=1 ;;
+    --dry-run) dry_run=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "run_gpu_suite: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+# A dry run keeps train_bench.py's small CPU defaults unless told otherwise.
+((dry_run)) || { iters=${iters:-20}; warmup=${warmup:-5}; }
+[[ $pressure =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "run_gpu_suite: --pressure must be a number" >&2; exit 2; }
+[[ $iters =~ ^([1-9][0-9]*)?$ && $warmup =~ ^[0-9]*$ && $timeout_s =~ ^[1-9][0-9]*$ ]] ||
+  { echo "run_gpu_suite: --iters, --warmup and --timeout take whole numbers" >&2; exit 2; }
+for m in ${models//,/ }; do
+  [[ $m == resnet50 || $m == gpt2 ]] || { echo "run_gpu_suite: unknown model $m" >&2; exit 2; }
+done
+
+say() { echo "run_gpu_suite: $*"; }
+missing() {
+  echo "run_gpu_suite: MISSING: $*" >&2
+  exit 3
+}
+
+# ---- prerequisites: every check is bounded in time and says what is missing --------------------------------
+command -v timeout >/dev/null || missing "timeout (coreutils)"
+command -v "$python" >/dev/null || missing "$python (set --python or PYTHON)"
+if ((!dry_run)); then
+  command -v nvidia-smi >/dev/null || missing "nvidia-smi: no NVIDIA driver on this machine"
+  gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+  [[ -n $gpu ]] || missing "an NVIDIA GPU (nvidia-smi lists none, fails or hangs)"
+  say "GPU: $gpu"
+  nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  [[ -x $nvcc ]] || missing "nvcc (the CUDA 13 toolkit; set NVCC)"
+  command -v cmake >/dev/null || missing "cmake"
+  torch_info=$(timeout 300 "$python" - <<'EOF' 2>&1
+import torch, torchvision
+ok = torch.cuda.is_available()
+print(torch.__version__, torch.version.cuda or "none", "cuda" if ok else "nocuda",
+      torch.cuda.get_device_name(0) if ok else "-")
+EOF
+  ) || missing "PyTorch and torchvision for $python: $(tail -1 <<<"$torch_info")"
+  read -r torch_version torch_cuda torch_ok _ <<<"$(tail -1 <<<"$torch_info")"
+  [[ $torch_version == 2.* ]] || missing "PyTorch 2.x (found $torch_version)"
+  [[ $torch_ok == cuda ]] || missing "a GPU usable by PyTorch (torch.cuda.is_available() is False; CUDA $torch_cuda)"
+  [[ $torch_cuda == 13.* ]] ||
+    say "warning: this PyTorch uses CUDA $torch_cuda; KARMA is built and tested against CUDA 13"
+  say "PyTorch $torch_version (CUDA $torch_cuda)"
+else
+  gpu="none (dry run)"
+  timeout 300 "$python" -c "import torch, torchvision" 2>/dev/null || missing "PyTorch and torchvision for $python"
+  torch_version=$("$python" -c "import torch; print(torch.__version__)")
+  torch_cuda=none
+fi
+((check_only)) && { say "prerequisites present"; exit 0; }
+
+mkdir -p "$out" || { echo "run_gpu_suite: cannot create $out" >&2; exit 2; }
+rm -f "$out"/*.json "$out"/*.log "$out"/record_smoke.txt
+
+# ---- build ---------------------------------------------------------------------------------------------
+lib=$build/lib/libkarma.so
+if ((!dry_run && !skip_build)); then
+  say "building KARMA in $build (log: $out/build.log)"
+  {
+    "$root/scripts/setup.sh" &&
+      cmake -S "$root" -B "$build" $(command -v ninja >/dev/null && echo -G Ninja) -DCMAKE_BUILD_TYPE=Release &&
+      cmake --build "$build" --parallel "$(nproc)" --target karma karma-trace
+  } >"$out/build.log" 2>&1 || { tail -20 "$out/build.log" >&2; echo "run_gpu_suite: the build failed" >&2; exit 4; }
+fi
+((dry_run)) || [[ -f $lib ]] || missing "$lib (build KARMA first, or drop --skip-build)"
+
+# ---- phase 1: the record smoke test ------------------------------------------------------------------------
+if ((dry_run)); then
+  echo "skipped (dry run)" >"$out/record_smoke.txt"
+else
+  say "record smoke test (log: $out/record_smoke.log)"
+  KARMA_BUILD=$build NVCC=$nvcc timeout --kill-after=30 "$timeout_s" "$here/run_record_smoke.sh" >"$out/record_smoke.log" 2>&1
+  rc=$?
+  if [[ $rc == 0 ]]; then echo "passed" >"$out/record_smoke.txt"; else
+    echo "FAILED (exit $rc; see record_smoke.log)" >"$out/record_smoke.txt"
+  fi
+  say "record smoke test: $(cat "$out/record_smoke.txt")"
+fi
+
+# ---- training runs -----------------------------------------------------------------------------------------
+# A result file for a run that could not write its own.
+note() {  # FILE STATUS MESSAGE
+  "$python" -c 'import json, sys; json.dump({"status": sys.argv[2], "message": sys.argv[3]}, open(sys.argv[1], "w"))' \
+    "$1" "$2" "$3"
+}
+
+# run MODEL CONFIG [VAR=VALUE...] -- [train_bench arguments...]
+run() {
+  local model=$1 config=$2
+  shift 2
+  local env_vars=()
+  while [[ $1 != -- ]]; do env_vars+=("$1"); shift; done
+  shift
+  local json=$out/$model-$config.json log=$out/$model-$config.log extra=()
+  [[ $model == resnet50 ]] && read -r -a extra <<<"$resnet50_args"
+  [[ $model == gpt2 ]] && read -r -a extra <<<"$gpt2_args"
+  ((dry_run)) && extra+=(--dry-run)
+  [[ -n $iters ]] && extra+=(--iters "$iters")
+  [[ -n $warmup ]] && extra+=(--warmup "$warmup")
+  timeout --kill-after=30 "$timeout_s" env -u LD_PRELOAD "${env_vars[@]}" "$python" "$here/train_bench.py" \
+    --model "$model" --label "$config" "${extra[@]}" "$@" --out "$json" >"$log" 2>&1
+  local rc=$?
+  if [[ $rc == 124 || $rc == 137 ]]; then
+    note "$json" timeout "killed after ${timeout_s}s"
+  elif [[ ! -s $json ]]; then
+    note "$json" error "exit $rc without a result; see $model-$config.log: $(tail -1 "$log" | tr -d '"\\')"
+  fi
+  say "$model $config: $("$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["status"], r.get("message", ""))' "$json")"
+}
+
+for model in ${models//,/ }; do
+  run "$model" plain -- || true
+  run "$model" plain-again -- || true  # how closely plain PyTorch reproduces itself: the floor of loss agreement
+  run "$model" checkpoint -- --checkpoint || true
+  if ((dry_run)); then
+    for config in karma karma-async um; do note "$out/$model-$config.json" "skipped (dry run)" "no GPU"; done
+    continue
+  fi
+  cap=$capacity
+  if [[ -z $cap ]]; then
+    cap=$("$python" -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == "ok" else "")' \
+      "$out/$model-plain.json" "$pressure")
+  fi
+  if [[ -z $cap ]]; then
+    for config in karma karma-async um; do
+      note "$out/$model-$config.json" "skipped (no plain reference)" "the plain run failed; give --capacity"
+    done
+    continue
+  fi
+  say "$model: KARMA_CAPACITY=$cap"
+  karma=(LD_PRELOAD="$lib" KARMA_CAPACITY="$cap" KARMA_LOG=info KARMA_TRACE_DIR="$out/traces/$model")
+  run "$model" karma "${karma[@]}" -- || true
+  run "$model" karma-async "${karma[@]}" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- || true
+  run "$model" um "${karma[@]}" KARMA_MODE=um -- || true
+done
+
+# ---- the table -----------------------------------------------------------------------------------------------
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n $(git -C "$root" status --porcelain 2>/dev/null) ]] && commit+=" (with local changes)"
+pressure_text="KARMA_CAPACITY = plain peak allocated / $pressure"
+[[ -n $capacity ]] && pressure_text="KARMA_CAPACITY $capacity"
+"$python" -c 'import json, sys
+keys = ["date", "gpu", "torch", "cuda", "karma_commit", "iters", "warmup", "pressure", "command"]
+json.dump(dict(zip(keys, sys.argv[2:])), open(sys.argv[1], "w"), indent=1)' "$out/environment.json" \
+  "$(date -u +%Y-%m-%dT%H:%MZ)" "$gpu" "$torch_version" "$torch_cuda" "$commit" "${iters:-default}" \
+  "${warmup:-default}" "$pressure_text" "$command_line"
+"$python" "$here/summarize.py" "$out" --md "$out/gpu-results.md" --json "$out/results.json" \
+  --title "GPU suite results ($gpu)"
+status=$?
+say "results: $out/gpu-results.md (paste into docs/gpu-results.md), $out/results.json, logs in $out"
+exit $((status == 0 ? 0 : 1))

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Turns the GPU suite's per-run JSON files into a table (stdout) and a Markdown section for docs/gpu-results.md.
+
+    summarize.py RESULTS_DIR [--md OUT.md] [--json OUT.json] [--title TEXT]
+
+RESULTS_DIR holds MODEL-CONFIG.json files written by train_bench.py (the suite names them), plus optional
+environment.json and record_smoke.txt from run_gpu_suite.sh. Per model, the `plain` run is the reference: the
+other configurations are compared with it for time (x plain) and for loss agreement over every iteration
+("bit-identical" when every loss is exactly the same, else the largest relative difference).
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+CONFIG_ORDER = ["plain", "plain-again", "karma", "karma-async", "um", "checkpoint"]
+CONFIG_TEXT = {
+    "plain": "PyTorch, enough memory",
+    "plain-again": "PyTorch again (run-to-run agreement)",
+    "karma": "libkarma.so, caching allocator",
+    "karma-async": "libkarma.so, cudaMallocAsync",
+    "um": "KARMA_MODE=um (managed memory only)",
+    "checkpoint": "torch.utils.checkpoint",
+}
+
+
+def gib(b):
+    return f"{b / 2**30:.2f} GiB" if isinstance(b, (int, float)) else "-"
+
+
+def agreement(ref, run):
+    a, b = ref.get("losses") or [], run.get("losses") or []
+    if not a or not b:
+        return "-"
+    if len(a) != len(b):
+        return f"{len(b)} vs {len(a)} iterations"
+    if a == b:
+        return "bit-identical"
+    worst = max(abs(x - y) / max(abs(x), 1e-30) for x, y in zip(a, b))
+    return f"max rel. diff {worst:.2e}"
+
+
+def karma_summary(directory, model, config):
+    """libkarma.so's exit summary line from the run's log, if it printed one."""
+    try:
+        with open(os.path.join(directory, f"{model}-{config}.log")) as f:
+            lines = [line.strip() for line in f if line.startswith("karma: mode")]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def load(directory):
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        name = os.path.basename(path)[:-5]
+        if "-" not in name or name in ("environment", "results"):
+            continue
+        model, config = name.split("-", 1)
+        try:
+            with open(path) as f:
+                runs.setdefault(model, {})[config] = json.load(f)
+        except (OSError, ValueError) as e:
+            runs.setdefault(model, {})[config] = {"status": "error", "message": f"unreadable result: {e}"}
+        runs[model][config]["karma_summary"] = karma_summary(directory, model, config)
+    return runs
+
+
+def rows(runs):
+    out = []
+    for model in sorted(runs):
+        configs = runs[model]
+        ref = configs.get("plain", {})
+        ref_ms = ref.get("ms_mean") if ref.get("status") == "ok" else None
+        order = [c for c in CONFIG_ORDER if c in configs] + sorted(c for c in configs if c not in CONFIG_ORDER)
+        for config in order:
+            r = configs[config]
+            ok = r.get("status") == "ok"
+            ms = r.get("ms_mean") if ok else None
+            out.append({
+                "model": model,
+                "config": config,
+                "what": CONFIG_TEXT.get(config, config),
+                "status": r.get("status", "?") + (f" ({r['message']})" if not ok and r.get("message") else ""),
+                "ms": f"{ms:.1f}" if ms is not None else "-",
+                "x_plain": f"{ms / ref_ms:.2f}" if ms is not None and ref_ms else "-",
+                "peak_alloc": gib(r.get("peak_allocated_bytes")),
+                "peak_reserved": gib(r.get("peak_reserved_bytes")),
+                "capacity": r.get("env", {}).get("KARMA_CAPACITY") or "-",
+                "loss": agreement(ref, r) if ok and config != "plain" and ref.get("status") == "ok" else (
+                    "reference" if ok and config == "plain" else "-"),
+                "final_loss": f"{r['losses'][-1]:.6g}" if ok and r.get("losses") else "-",
+                "shape": r.get("shape", ""),
+                "karma_summary": r.get("karma_summary", ""),
+            })
+    return out
+
+
+COLUMNS = [("model", "model"), ("configuration", "what"), ("status", "status"), ("ms/iter", "ms"),
+           ("x plain", "x_plain"), ("peak allocated", "peak_alloc"), ("peak reserved", "peak_reserved"),
+           ("KARMA_CAPACITY", "capacity"), ("loss vs plain", "loss"), ("final loss", "final_loss")]
+
+
+def text_table(table):
+    widths = [max(len(h), *(len(r[k]) for r in table)) if table else len(h) for h, k in COLUMNS]
+    lines = ["  ".join(h.ljust(w) for (h, _), w in zip(COLUMNS, widths))]
+    for r in table:
+        lines.append("  ".join(r[k].ljust(w) for (_, k), w in zip(COLUMNS, widths)))
+    return "\n".join(lines)
+
+
+def markdown(table, env, smoke, title):
+    md = [f"## {title}", ""]
+    for key in ("date", "gpu", "driver", "cuda", "torch", "karma_commit", "pressure", "iters", "warmup"):
+        if env.get(key):
+            md.append(f"- {key.replace('_', ' ')}: {env[key]}")
+    if env.get("command"):
+        md.append(f"- command: `{env['command']}`")
+    shapes = sorted({(r["model"], r["shape"]) for r in table if r["shape"]})
+    for model, shape in shapes:
+        md.append(f"- {model}: {shape}")
+    if smoke:
+        md.append(f"- record_smoke (tests/gpu/run_record_smoke.sh): {smoke}")
+    md += ["", "| " + " | ".join(h for h, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in table:
+        md.append("| " + " | ".join(r[k].replace("|", "/") for _, k in COLUMNS) + " |")
+    summaries = [(r["model"], r["config"], r["karma_summary"]) for r in table if r.get("karma_summary")]
+    if summaries:
+        md += ["", "libkarma.so's exit summaries:", ""]
+        md += [f"- {model} {config}: `{line}`" for model, config, line in summaries]
+    md += ["", "Times: mean of the steady iterations (CUDA events, warm-up excluded). Peak: torch.cuda's "
+           "allocator statistics (what PyTorch asked for, wherever it lives). Loss: every iteration's loss "
+           "compared with the plain run.", ""]
+    return "\n".join(md)
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dir")
+    p.add_argument("--md", help="write the Markdown section here")
+    p.add_argument("--json", help="write every run and the table here")
+    p.add_argument("--title", default="GPU suite results")
+    a = p.parse_args(argv)
+    runs = load(a.dir)
+    if not runs:
+        print(f"summarize: no MODEL-CONFIG.json results in {a.dir}", file=sys.stderr)
+        return 1
+    env = {}
+    env_path = os.path.join(a.dir, "environment.json")
+    if os.path.exists(env_path):
+        with open(env_path) as f:
+            env = json.load(f)
+    smoke = ""
+    smoke_path = os.path.join(a.dir, "record_smoke.txt")
+    if os.path.exists(smoke_path):
+        with open(smoke_path) as f:
+            smoke = f.read().strip()
+    table = rows(runs)
+    print(text_table(table))
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(markdown(table, env, smoke, a.title))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"environment": env, "record_smoke": smoke, "table": table, "runs": runs}, f, indent=1)
+    return 0 if all(r["status"] == "ok" or r["status"].startswith("skipped") for r in table) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

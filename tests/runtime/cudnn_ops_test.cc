@@ -1,0 +1,189 @@
+// The operands and work libkarma.so records for cuDNN convolutions, read from real descriptors and execution plans
+// of simcuda's libcudnn.so.9: legacy descriptors, the backend plan -> graph walk, and its fallbacks.
+#include <cudnn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/session/library_ops.h"
+#include "simcuda/cudnn_graph.h"
+
+namespace karma::rt {
+namespace {
+
+constexpr int64_t N = 2, C = 3, H = 8, W = 8, K = 4;
+
+CudaApi Api() {
+  CudaApi api;
+  api.cudnnGetStream = &cudnnGetStream;
+  api.cudnnGetTensorNdDescriptor = &cudnnGetTensorNdDescriptor;
+  api.cudnnGetFilterNdDescriptor = &cudnnGetFilterNdDescriptor;
+  api.cudnnBackendGetAttribute = &cudnnBackendGetAttribute;
+  api.cudnnBackendCreateDescriptor = &cudnnBackendCreateDescriptor;
+  api.cudnnBackendDestroyDescriptor = &cudnnBackendDestroyDescriptor;
+  return api;
+}
+
+simcuda_graph::ConvSpec Spec(simcuda_graph::ConvPass pass, double beta = 0) {
+  simcuda_graph::ConvSpec s;
+  s.pass = pass;
+  const int64_t x[4] = {N, C, H, W}, w[4] = {K, C, 3, 3}, y[4] = {N, K, H, W};
+  std::copy(x, x + 4, s.x);
+  std::copy(w, w + 4, s.w);
+  std::copy(y, y + 4, s.y);
+  s.pad[0] = s.pad[1] = 1;
+  s.beta = beta;
+  return s;
+}
+
+constexpr uint64_t kFlops = 2ull * N * K * H * W * C * 9;
+constexpr uint64_t kXBytes = 4ull * N * C * H * W, kWBytes = 4ull * K * C * 9, kYBytes = 4ull * N * K * H * W;
+
+// Fake device addresses: BackendOp reads the variant pack, never the memory.
+void* Ptr(uint64_t a) { return reinterpret_cast<void*>(a); }
+
+// A variant pack of (uid, address) pairs and a workspace at 0xf000.
+struct Pack {
+  cudnnBackendDescriptor_t d = nullptr;
+  Pack(const std::vector<int64_t>& uids, const std::vector<void*>& ptrs) {
+    void* ws = Ptr(0xf000);
+    EXPECT_EQ(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnBackendSetAttribute(d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                       static_cast<int64_t>(uids.size()), uids.data()),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnBackendSetAttribute(d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                       static_cast<int64_t>(ptrs.size()), ptrs.data()),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnBackendSetAttribute(d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnBackendFinalize(d), CUDNN_STATUS_SUCCESS);
+  }
+  ~Pack() { cudnnBackendDestroyDescriptor(d); }
+};
+
+class CudnnOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(cudnnCreate(&h_), CUDNN_STATUS_SUCCESS); }
+  void TearDown() override {
+    for (cudnnBackendDescriptor_t p : plans_) cudnnBackendDestroyDescriptor(p);
+    cudnnDestroy(h_);
+  }
+  cudnnBackendDescriptor_t Plan(const std::vector<simcuda_graph::ConvSpec>& ops) {
+    cudnnBackendDescriptor_t plan = nullptr;
+    int64_t ws = 0;
+    EXPECT_EQ(simcuda_graph::BuildPlan(h_, ops, &plan, &ws), CUDNN_STATUS_SUCCESS);
+    plans_.push_back(plan);
+    return plan;
+  }
+  Access Of(const OpDesc& d, uint64_t addr) {
+    for (const Operand& o : d.operands) {
+      if (o.ptr == addr) return o.access;
+    }
+    ADD_FAILURE() << "no operand at " << std::hex << addr;
+    return Access::kTouch;
+  }
+  bool Workspace(const OpDesc& d) {
+    return std::any_of(d.operands.begin(), d.operands.end(), [](const Operand& o) {
+      return o.ptr == 0xf000 && o.workspace && o.access == Access::kReadWrite;
+    });
+  }
+
+  const CudaApi api_ = Api();
+  cudnnHandle_t h_ = nullptr;
+  std::vector<cudnnBackendDescriptor_t> plans_;
+};
+
+TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheWork) {
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
+  OpDesc d;
+  ConvWork(api_, x, w, y, ConvOutput::kY, false, &d);
+  EXPECT_EQ(d.flops, kFlops);
+  EXPECT_EQ(d.bytes, kXBytes + kWBytes + kYBytes);
+  EXPECT_STREQ(d.dtype, "float32");
+  OpDesc acc;
+  ConvWork(api_, x, w, y, ConvOutput::kW, true, &acc);  // a filter gradient accumulated into dw
+  EXPECT_EQ(acc.flops, kFlops);
+  EXPECT_EQ(acc.bytes, kXBytes + 2 * kWBytes + kYBytes);
+  OpDesc unreadable;
+  ConvWork(CudaApi{}, x, w, y, ConvOutput::kY, false, &unreadable);
+  EXPECT_EQ(unreadable.flops, 0u);
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyFilterDescriptor(w);
+}
+
+TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
+  Pack pack({'x', 'w', 'y'}, {Ptr(0xa000), Ptr(0xb000), Ptr(0xc000)});
+  const OpDesc fwd = BackendOp(api_, Plan({Spec(simcuda_graph::kForward)}), pack.d);
+  EXPECT_EQ(Of(fwd, 0xa000), Access::kRead);
+  EXPECT_EQ(Of(fwd, 0xb000), Access::kRead);
+  EXPECT_EQ(Of(fwd, 0xc000), Access::kWrite);
+  EXPECT_TRUE(Workspace(fwd));
+  EXPECT_EQ(fwd.operands.size(), 4u);
+  EXPECT_EQ(fwd.flops, kFlops);
+  EXPECT_EQ(fwd.bytes, kXBytes + kWBytes + kYBytes);
+  EXPECT_STREQ(fwd.dtype, "float32");
+
+  const OpDesc data = BackendOp(api_, Plan({Spec(simcuda_graph::kBackwardData, 1.0)}), pack.d);
+  EXPECT_EQ(Of(data, 0xa000), Access::kReadWrite);  // dx accumulates: beta = 1
+  EXPECT_EQ(Of(data, 0xb000), Access::kRead);
+  EXPECT_EQ(Of(data, 0xc000), Access::kRead);
+  EXPECT_EQ(data.bytes, 2 * kXBytes + kWBytes + kYBytes);
+
+  const OpDesc filter = BackendOp(api_, Plan({Spec(simcuda_graph::kBackwardFilter)}), pack.d);
+  EXPECT_EQ(Of(filter, 0xa000), Access::kRead);
+  EXPECT_EQ(Of(filter, 0xb000), Access::kWrite);
+  EXPECT_EQ(Of(filter, 0xc000), Access::kRead);
+  EXPECT_NE(fwd.shape, 0u);
+}
+
+TEST_F(CudnnOpsTest, GraphsOfSeveralConvolutionsMergeDirections) {
+  // Two forward convolutions of the same input: x read by both, each output written.
+  simcuda_graph::ConvSpec a = Spec(simcuda_graph::kForward), b = Spec(simcuda_graph::kForward);
+  b.uid[1] = 'v';
+  b.uid[2] = 'z';
+  Pack pack({'x', 'w', 'y', 'v', 'z'}, {Ptr(0xa000), Ptr(0xb000), Ptr(0xc000), Ptr(0xd000), Ptr(0xe000)});
+  const OpDesc d = BackendOp(api_, Plan({a, b}), pack.d);
+  EXPECT_EQ(Of(d, 0xa000), Access::kRead);
+  EXPECT_EQ(Of(d, 0xb000), Access::kRead);
+  EXPECT_EQ(Of(d, 0xc000), Access::kWrite);
+  EXPECT_EQ(Of(d, 0xd000), Access::kRead);
+  EXPECT_EQ(Of(d, 0xe000), Access::kWrite);
+  EXPECT_EQ(d.flops, 2 * kFlops);
+}
+
+TEST_F(CudnnOpsTest, WhatCannotBeReadIsTouched) {
+  // A graph mixing operation types cannot be read back into descriptors of one type.
+  Pack mixed_pack({'x', 'w', 'y', 'u', 'v'}, {Ptr(0xa000), Ptr(0xb000), Ptr(0xc000), Ptr(0xd000), Ptr(0xe000)});
+  simcuda_graph::ConvSpec data = Spec(simcuda_graph::kBackwardData);
+  data.uid[0] = 'u';
+  data.uid[2] = 'v';
+  const OpDesc mixed = BackendOp(api_, Plan({Spec(simcuda_graph::kForward), data}), mixed_pack.d);
+  for (uint64_t a : {0xa000, 0xb000, 0xc000, 0xd000, 0xe000}) EXPECT_EQ(Of(mixed, a), Access::kTouch) << a;
+  EXPECT_TRUE(Workspace(mixed));
+  EXPECT_EQ(mixed.flops, 0u);
+
+  // A pointer the graph does not name; no plan; no way to create descriptors.
+  Pack extra({'x', 'w', 'y', 'q'}, {Ptr(0xa000), Ptr(0xb000), Ptr(0xc000), Ptr(0xd000)});
+  const cudnnBackendDescriptor_t plan = Plan({Spec(simcuda_graph::kForward)});
+  const OpDesc d = BackendOp(api_, plan, extra.d);
+  EXPECT_EQ(Of(d, 0xa000), Access::kRead);
+  EXPECT_EQ(Of(d, 0xd000), Access::kTouch);
+  EXPECT_EQ(Of(BackendOp(api_, nullptr, extra.d), 0xa000), Access::kTouch);
+  CudaApi no_create = api_;
+  no_create.cudnnBackendCreateDescriptor = nullptr;
+  EXPECT_EQ(Of(BackendOp(no_create, plan, extra.d), 0xc000), Access::kTouch);
+  // The pack passed as the plan: the walk fails at its first step.
+  EXPECT_EQ(Of(BackendOp(api_, extra.d, extra.d), 0xc000), Access::kTouch);
+}
+
+}  // namespace
+}  // namespace karma::rt
