@@ -97,6 +97,7 @@ class PlanBuilder {
   // The compute sequence the recomputes so far give.
   std::vector<ComputeItem> Sequence() const;
   const std::vector<Eviction>& evictions() const { return evictions_; }
+  const std::vector<Action>& recomputes() const { return recomputes_; }
 
  private:
   Plan Assemble(bool schedule, uint64_t capacity) const;

@@ -19,6 +19,116 @@ uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
   return k < seq.size() ? seq[k].op : seq.back().op;
 }
 
+// Range add and leftmost maximum over compute items (a segment tree with lazy additions): capacity-based eviction
+// asks for the item furthest above its limit after every gap it takes.
+class MaxTree {
+ public:
+  explicit MaxTree(const std::vector<int64_t>& values) : n_(std::max<size_t>(values.size(), 1)) {
+    max_.assign(4 * n_, 0);
+    add_.assign(4 * n_, 0);
+    Build(1, 0, n_ - 1, values);
+  }
+  void Add(size_t lo, size_t hi, int64_t v) { Add(1, 0, n_ - 1, lo, hi, v); }
+  // (value, item) of the leftmost largest value.
+  std::pair<int64_t, size_t> Max() const {
+    size_t node = 1, lo = 0, hi = n_ - 1;
+    while (lo < hi) {
+      // Both children carry the same additions from above: compare them as they are.
+      const size_t mid = (lo + hi) / 2;
+      if (max_[2 * node] >= max_[2 * node + 1]) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid + 1;
+      }
+    }
+    return {max_[1], lo};
+  }
+
+ private:
+  void Build(size_t node, size_t lo, size_t hi, const std::vector<int64_t>& v) {
+    if (lo == hi) {
+      max_[node] = lo < v.size() ? v[lo] : INT64_MIN / 2;
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Build(2 * node, lo, mid, v);
+    Build(2 * node + 1, mid + 1, hi, v);
+    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]);
+  }
+  void Add(size_t node, size_t lo, size_t hi, size_t a, size_t b, int64_t v) {
+    if (b < lo || hi < a) return;
+    if (a <= lo && hi <= b) {
+      max_[node] += v;
+      add_[node] += v;
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Add(2 * node, lo, mid, a, b, v);
+    Add(2 * node + 1, mid + 1, hi, a, b, v);
+    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + add_[node];
+  }
+  size_t n_;
+  std::vector<int64_t> max_, add_;  // max_ includes the node's own pending addition, not its ancestors'
+};
+
+// The first gap (in priority order: their index) not yet taken that covers a given item: each gap is listed in
+// the O(log n) tree nodes that make up its item ranges, and each node's list is consumed front to back.
+class GapIndex {
+ public:
+  GapIndex(size_t items, const std::vector<Gap>& gaps) : n_(std::max<size_t>(items, 1)), taken_(gaps.size(), false) {
+    lists_.resize(4 * n_);
+    next_.assign(4 * n_, 0);
+    for (uint32_t i = 0; i < gaps.size(); ++i) {
+      const Gap& g = gaps[i];
+      for (const auto& [lo, hi] : {std::pair{g.lo1, g.hi1}, std::pair{g.lo2, g.hi2}}) {
+        if (hi < lo || hi < 0 || lo >= static_cast<int64_t>(n_)) continue;
+        Insert(1, 0, n_ - 1, static_cast<size_t>(std::max<int64_t>(lo, 0)),
+               static_cast<size_t>(std::min<int64_t>(hi, static_cast<int64_t>(n_) - 1)), i);
+      }
+    }
+  }
+  // gaps.size() when none is left.
+  size_t FirstCovering(size_t item) {
+    size_t best = taken_.size();
+    size_t node = 1, lo = 0, hi = n_ - 1;
+    while (true) {
+      std::vector<uint32_t>& list = lists_[node];
+      size_t& next = next_[node];
+      while (next < list.size() && taken_[list[next]]) ++next;
+      if (next < list.size()) best = std::min<size_t>(best, list[next]);
+      if (lo == hi) break;
+      const size_t mid = (lo + hi) / 2;
+      if (item <= mid) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid + 1;
+      }
+    }
+    return best;
+  }
+  void Take(size_t gap) { taken_[gap] = true; }
+
+ private:
+  void Insert(size_t node, size_t lo, size_t hi, size_t a, size_t b, uint32_t gap) {
+    if (b < lo || hi < a) return;
+    if (a <= lo && hi <= b) {
+      if (lists_[node].empty() || lists_[node].back() != gap) lists_[node].push_back(gap);
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Insert(2 * node, lo, mid, a, b, gap);
+    Insert(2 * node + 1, mid + 1, hi, a, b, gap);
+  }
+  size_t n_;
+  std::vector<std::vector<uint32_t>> lists_;
+  std::vector<size_t> next_;
+  std::vector<bool> taken_;
+};
+
 // The op that last wrote b before op `before` in program order (kInitialValue: none did).
 uint32_t ValueBefore(const PlanningModel& m, trace::BufferId b, uint32_t before) {
   const std::vector<uint32_t>& w = m.writers[b];
@@ -287,48 +397,38 @@ Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> ga
   std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) {
     return x.cls != y.cls ? x.cls < y.cls : x.order < y.order;
   });
-  std::vector<bool> taken(gaps.size(), false);
   const std::vector<ComputeItem> seq = b.Sequence();
   const ItemLimits limits = CapacityLimits(*m.in, seq, capacity, b.managed_memory());
+  GapIndex index(seq.size(), gaps);
   for (int round = 0; round < 8; ++round) {
-    std::vector<uint64_t> mem = b.LatestRestoreMemory();
-    std::vector<uint64_t> limit = limits.target;
+    const std::vector<uint64_t> mem = b.LatestRestoreMemory();
+    std::vector<int64_t> excess(mem.size());
+    for (size_t k = 0; k < mem.size(); ++k) {
+      excess[k] = static_cast<int64_t>(mem[k]) - static_cast<int64_t>(limits.target[k]);
+    }
+    MaxTree over(excess);
     while (true) {
-      int64_t p = -1;
-      uint64_t worst = 0;
-      for (size_t k = 0; k < mem.size(); ++k) {
-        if (mem[k] > limit[k] && mem[k] - limit[k] > worst) {
-          worst = mem[k] - limit[k];
-          p = static_cast<int64_t>(k);
-        }
-      }
-      if (p < 0) break;
-      size_t pick = gaps.size();
-      for (size_t i = 0; i < gaps.size(); ++i) {
-        const Gap& g = gaps[i];
-        if (taken[i]) continue;
-        if ((p >= g.lo1 && p <= g.hi1) || (p >= g.lo2 && p <= g.hi2)) {
-          pick = i;
-          break;
-        }
-      }
+      const auto [worst, p] = over.Max();
+      if (worst <= 0) break;
+      const size_t pick = index.FirstCovering(p);
       if (pick == gaps.size()) {
-        const size_t k = static_cast<size_t>(p);
-        if (mem[k] <= limits.hard[k]) {  // a paged op: what stays beside it pages too
-          limit[k] = mem[k];
+        const uint64_t now = limits.target[p] + static_cast<uint64_t>(worst);
+        if (now <= limits.hard[p]) {  // a paged op: what stays beside it pages too
+          over.Add(p, p, -worst);
           continue;
         }
-        const trace::OpId op = seq[k].op;
+        const trace::OpId op = seq[p].op;
         return Infeasible(fmt::format("{} are needed at op {} ({}) even with everything evictable off the device, "
-                                      "capacity {}", FormatBytes(mem[k]), op, m.in->it->ops[op].name,
+                                      "capacity {}", FormatBytes(now), op, m.in->it->ops[op].name,
                                       FormatBytes(capacity)));
       }
-      taken[pick] = true;
+      index.Take(pick);
       const Gap& g = gaps[pick];
       ApplyGap(b, g);
-      // An estimate until the next round recomputes it: never below zero.
-      for (int64_t k = g.lo1; k <= g.hi1; ++k) mem[static_cast<size_t>(k)] -= std::min(mem[static_cast<size_t>(k)], g.bytes);
-      for (int64_t k = g.lo2; k <= g.hi2; ++k) mem[static_cast<size_t>(k)] -= std::min(mem[static_cast<size_t>(k)], g.bytes);
+      // An estimate until the next round recomputes it.
+      const auto bytes = static_cast<int64_t>(g.bytes);
+      if (g.hi1 >= g.lo1) over.Add(static_cast<size_t>(g.lo1), static_cast<size_t>(g.hi1), -bytes);
+      if (g.hi2 >= g.lo2) over.Add(static_cast<size_t>(g.lo2), static_cast<size_t>(g.hi2), -bytes);
     }
     const std::vector<uint64_t> check = b.LatestRestoreMemory();
     if (WithinLimits(check, limits.hard)) return Status::Ok();

@@ -28,7 +28,10 @@
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \
     "Host threads that run optimizer updates (karma_optimizer_create); 0: every CPU the process may use.")     \
   X(KARMA_HOSTOPT_ISA, kEnum, "auto", "auto|avx512|avx2|scalar",                                                \
-    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")
+    "Vector kernels of the host optimizer; auto: the widest the CPU supports.")                                  \
+  X(KARMA_PLAN_CACHE, kString, "", "",                                                                          \
+    "Directory of the plan cache (plans keyed by a fingerprint of trace, GPU profile, capacity and solver "     \
+    "settings); empty: $XDG_CACHE_HOME/karma/plans (~/.cache/karma/plans); off: no cache.")
 
 namespace karma {
 

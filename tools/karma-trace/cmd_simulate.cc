@@ -99,12 +99,13 @@ int RunSimulate(const SimulateArgs& a) {
   const policy::SimInput& in = p->in;
   const double ideal_s = policy::IdealSeconds(in.op_seconds);
   policy::Evaluation e;
+  KarmaPlanning karma;
   if (!a.plan_file.empty()) {
     bool ok = false;
     e = EvaluatePlanFile(a.plan_file, in, &ok);
     if (!ok) return kExitFailure;
   } else {
-    e = policy::Evaluate(a.strategy, in, {.record_events = true});
+    e = EvaluateStrategy(a.planning, in, a.strategy, {.record_events = true}, &karma);
   }
   if (e.feasible && !e.plan.strategy.empty()) {
     // Every plan the simulator accepts is replayed by the independent checker before it is reported.
@@ -114,13 +115,16 @@ int RunSimulate(const SimulateArgs& a) {
     if (Status st = policy::WritePlanFile(a.save_plan, e.plan); !st.ok()) return Fail(st);
   }
   if (a.json) {
-    fmt::print("{}\n", ResultJson(e, in, ideal_s).dump(2));
+    nlohmann::json j = ResultJson(e, in, ideal_s);
+    if (karma.ran) j.update(KarmaPlanningJson(karma));
+    fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("{} on {}, capacity {} (in-core peak {})\n", e.strategy, in.hw.name, FormatBytes(in.capacity),
              FormatBytes(p->ideal_peak));
   if (!e.feasible) {
     fmt::print("infeasible: {}\n", e.reason);
+    PrintKarmaPlanning(karma);
     return kExitOk;
   }
   const policy::SimResult& s = e.sim;
@@ -144,6 +148,7 @@ int RunSimulate(const SimulateArgs& a) {
                c.swap_ins, c.discards, c.recomputes, c.recomputed_ops, e.plan.blocks.size());
     if (!e.plan.note.empty()) fmt::print("            {}\n", e.plan.note);
   }
+  PrintKarmaPlanning(karma);
   if (!a.save_plan.empty()) fmt::print("wrote {}\n", a.save_plan);
   return kExitOk;
 }
@@ -166,8 +171,9 @@ int RunCompare(const CompareArgs& a) {
                                                                                         : TextTable::kRight);
   }
   t.AddColumn("note", TextTable::kLeft);
+  KarmaPlanning karma;
   for (const policy::StrategyInfo& info : policy::AllStrategies()) {
-    policy::Evaluation e = policy::Evaluate(info.name, in, {.record_events = true});
+    policy::Evaluation e = EvaluateStrategy(a.planning, in, info.name, {.record_events = true}, &karma);
     if (e.feasible && !e.plan.strategy.empty()) {
       if (Status st = policy::CheckSchedule(in, e.plan, e.sim); !st.ok()) return Fail(st);
     }
@@ -183,10 +189,10 @@ int RunCompare(const CompareArgs& a) {
               fmt::format("{:.2f}", ToGiB(s.peak_bytes)), e.plan.note});
   }
   if (a.json) {
-    fmt::print("{}\n", nlohmann::json{{"profile", in.hw.name}, {"capacity_bytes", in.capacity},
-                                      {"ideal_ms", Ms(ideal_s)}, {"ideal_peak_bytes", p->ideal_peak},
-                                      {"strategies", rows}}
-                           .dump(2));
+    nlohmann::json j{{"profile", in.hw.name}, {"capacity_bytes", in.capacity}, {"ideal_ms", Ms(ideal_s)},
+                     {"ideal_peak_bytes", p->ideal_peak}, {"strategies", rows}};
+    j.update(KarmaPlanningJson(karma));
+    fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("{} on {}: capacity {} = in-core peak {} / {:.2f}; in-core {:.1f} ms\n\n",
@@ -194,6 +200,8 @@ int RunCompare(const CompareArgs& a) {
              FormatBytes(p->ideal_peak), static_cast<double>(p->ideal_peak) / static_cast<double>(in.capacity),
              Ms(ideal_s));
   t.Print();
+  fmt::print("\n");
+  PrintKarmaPlanning(karma);
   return kExitOk;
 }
 

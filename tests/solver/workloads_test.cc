@@ -1,0 +1,48 @@
+// Planner II on the shared workloads at memory pressure k = 2, 3, 4: the plan --solver ilp returns is valid and
+// never slower in simulation than the heuristic plan.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "policy/checker.h"
+#include "policy/strategies.h"
+#include "solver/planner.h"
+#include "tests/planner/planner_test_util.h"
+
+namespace karma::solver {
+namespace {
+
+class Workload : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Workload, IlpPlanIsNeverWorseThanTheHeuristicPlan) {
+  const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath(std::string("workloads/") + GetParam()));
+  for (double k : {2.0, 3.0, 4.0}) {
+    SCOPED_TRACE(::testing::Message() << GetParam() << " k=" << k);
+    const policy::SimInput in = policy::MakeSimInput(
+        it, policy::DefaultProfile(), static_cast<uint64_t>(static_cast<double>(testing::IdealPeak(it)) / k));
+    const Result<policy::Plan> heuristic = policy::PlanKarma(in);
+    ASSERT_TRUE(heuristic.ok()) << heuristic.status().message();
+    const policy::SimResult h = policy::Simulate(in, *heuristic);
+    ASSERT_TRUE(h.feasible) << h.reason;
+
+    SolverOptions o;
+    o.progress = nullptr;
+    SolveReport r;
+    const Result<policy::Plan> ilp = PlanKarma(in, o, &r);
+    ASSERT_TRUE(ilp.ok()) << ilp.status().message();
+    const policy::SimResult s = policy::Simulate(in, *ilp, {.record_events = true});
+    ASSERT_TRUE(s.feasible) << s.reason;
+    const Status check = policy::CheckSchedule(in, *ilp, s);
+    EXPECT_TRUE(check.ok()) << check.message();
+    EXPECT_LE(s.iteration_s, h.iteration_s * (1 + 1e-12)) << r.Summary();
+    EXPECT_NEAR(r.heuristic_s, h.iteration_s, 1e-12);
+    // GLPK ran and gave solutions (the heuristic plan is not there by default).
+    EXPECT_GT(r.optimal + r.feasible, 0) << r.Summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Solver, Workload,
+                         ::testing::Values("resnet50-b128.json", "vgg16-b64.json", "gpt2small-b8-s1024.json"));
+
+}  // namespace
+}  // namespace karma::solver
