@@ -90,6 +90,26 @@ int main(int argc, char** argv) {
   }
 
   std::string md = fmt::format(
+      "# Planner II results\n\n"
+      "The karma plan from Planner I's search (`--solver heuristic`) and from the ILP planner (`--solver ilp`: the "
+      "heuristic plan, then problems 1 and 2 solved with GLPK over Planner I's grid of block counts and "
+      "layer-granularity options, each solution built into a plan and simulated; the faster plan is used) on `{}`, "
+      "at capacity = ideal in-core peak / k, ILP time limit {} s per plan (the heuristic included). Times in ms are "
+      "simulated iterations; *plan s* columns are wall-clock planning seconds on the machine that ran the bench "
+      "(2 cores, shared with other builds: wall times vary by tens of percent). *GLPK solves*: how many integer "
+      "programs were solved (optimal within the 1 % gap; stopped by the time limit with an incumbent; without a "
+      "usable solution, e.g. a time slice that ended before the LP relaxation or a model the coarse memory view "
+      "makes infeasible). *plan used*: which plan won in simulation (the ILP plan replaces the heuristic only "
+      "when faster). {}Every ILP planner plan was replayed by the independent schedule checker.\n\n"
+      "Linear chains: `tests/common/linear_chain.h` (fully connected + ReLU layers of random widths, batch 2048, "
+      "SGD with momentum). Regenerate: `bench/solver/results.sh` (runs `build/bin/bench_solver --karma-trace "
+      "build/bin/karma-trace --markdown docs/solver-results.md`).\n\n",
+      gpu, time_limit,
+      karma_trace.empty() ? ""
+                          : "*`simulate --solver ilp` s*: wall time of the whole command `karma-trace simulate FILE "
+                            "--pressure K --strategy karma --solver ilp --plan-cache off` (load, plan, simulate, "
+                            "check, print). ");
+  md += fmt::format(
       "| workload | ops | k | capacity | heuristic plan s | heuristic ms | ILP plan s | ILP ms | ILP / heuristic | "
       "GLPK solves (optimal, stopped, failed) | GLPK s | plan used |{}\n|---|---|---|---|---|---|---|---|---|---|---|---|{}\n",
       karma_trace.empty() ? "" : " `simulate --solver ilp` s |", karma_trace.empty() ? "" : "---|");
@@ -154,6 +174,9 @@ int main(int argc, char** argv) {
   fmt::print("\nILP plan slower than the heuristic plan: {} rows", worse);
   if (!karma_trace.empty()) fmt::print("; `simulate --solver ilp` over 10 s or failed: {} rows (slowest {:.2f} s)", slow, worst_cli);
   fmt::print("\n");
+  md += fmt::format("\nILP plan slower than the heuristic plan in {} of {} rows", worse, workloads.size() * ks.size());
+  if (!karma_trace.empty()) md += fmt::format("; slowest `simulate --solver ilp`: {:.2f} s", worst_cli);
+  md += ".\n";
   if (!markdown.empty()) {
     std::ofstream(markdown) << md;
     fmt::print("wrote {}\n", markdown);
