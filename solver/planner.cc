@@ -246,9 +246,13 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
 policy::Evaluation Evaluate(std::string_view strategy, const policy::SimInput& in, const policy::SimOptions& sim,
                             const SolverOptions& options, SolveReport* report) {
   if (strategy != "karma") return policy::Evaluate(strategy, in, sim);
+  return EvaluateKarmaPlan(in, PlanKarma(in, options, report), sim);
+}
+
+policy::Evaluation EvaluateKarmaPlan(const policy::SimInput& in, Result<policy::Plan> plan,
+                                     const policy::SimOptions& sim) {
   policy::Evaluation e;
   e.strategy = "karma";
-  Result<policy::Plan> plan = PlanKarma(in, options, report);
   if (!plan.ok()) {
     e.reason = plan.status().message();
     return e;

@@ -53,6 +53,10 @@ struct SolveReport {
 Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& options,
                                SolveReport* report = nullptr);
 
+// A karma plan (or why there is none) simulated, with its fingerprint set: what policy::Evaluate gives for karma.
+policy::Evaluation EvaluateKarmaPlan(const policy::SimInput& in, Result<policy::Plan> plan,
+                                     const policy::SimOptions& sim);
+
 // policy::Evaluate, with karma planned by PlanKarma above.
 policy::Evaluation Evaluate(std::string_view strategy, const policy::SimInput& in, const policy::SimOptions& sim,
                             const SolverOptions& options, SolveReport* report = nullptr);

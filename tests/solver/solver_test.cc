@@ -124,6 +124,34 @@ TEST(Mip, SolverErrorsAreReportedNotThrown) {
   EXPECT_FALSE(m.AddRow("nan", {{a, std::nan("")}}, 0, 1).ok());
 }
 
+TEST(Mip, ProgressIsReportedOnceTheSolveRunsLong) {
+  // A knapsack with 40 items of similar value per weight, so that branch and bound opens nodes; with the report
+  // threshold at 0 s the first callback reports (then one a second).
+  MipModel m("progress");
+  std::vector<std::pair<int, double>> weight;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> w(20, 40);
+  for (int i = 0; i < 40; ++i) {
+    const int v = w(rng);
+    weight.emplace_back(m.AddColumn("x" + std::to_string(i), MipModel::Kind::kBinary, 0, 1, -(v + 1)), v);
+  }
+  ASSERT_TRUE(m.AddRow("weight", weight, -kInf, 301).ok());
+  MipOptions o = Exact();
+  o.progress_after_s = 0;
+  std::vector<MipProgress> seen;
+  o.progress = [&](const MipProgress& p) { seen.push_back(p); };
+  const MipSolution s = m.Solve(o);
+  ASSERT_TRUE(s.has_solution()) << s.message;
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().name, "progress");
+  EXPECT_GE(seen.front().nodes, 1);
+  for (const MipProgress& p : seen) {
+    if (p.has_incumbent) {
+      EXPECT_GE(p.incumbent, s.objective - 1e-9);  // minimization: never below the optimum
+    }
+  }
+}
+
 // ---- Problem 1 against brute force ----
 
 // Every blocking of n layers with every choice of evicted blocks: index bits 0..n-2 say where blocks start

@@ -50,19 +50,7 @@ policy::Evaluation EvaluateStrategy(const PlanningArgs& args, const policy::SimI
   KarmaPlanning local;
   KarmaPlanning& k = karma != nullptr ? *karma : local;
   k.ran = true;
-  policy::Evaluation e;
-  e.strategy = "karma";
-  Result<policy::Plan> plan = solver::PlanKarmaCached(in, options, dir, &k.cache, &k.report);
-  if (!plan.ok()) {
-    e.reason = plan.status().message();
-    return e;
-  }
-  e.plan = std::move(plan).value();
-  e.plan.fingerprint = policy::Fingerprint(*in.it, in.hw.name, in.capacity);
-  e.sim = policy::Simulate(in, e.plan, sim);
-  e.feasible = e.sim.feasible;
-  e.reason = e.sim.reason;
-  return e;
+  return solver::EvaluateKarmaPlan(in, solver::PlanKarmaCached(in, options, dir, &k.cache, &k.report), sim);
 }
 
 void PrintKarmaPlanning(const KarmaPlanning& k) {
