@@ -28,6 +28,16 @@ uint32_t LastForwardWrite(const PlanningModel& m, trace::BufferId b) {
   return last;
 }
 
+// vDNN, SuperNeurons and checkpointing allocate device memory explicitly (cudaMalloc, their own pools): an op
+// whose buffers exceed the capacity cannot run at all, whatever moves around it.
+Status CheckOpsFit(const SimInput& in) {
+  const LargestOp big = FindLargestOp(*in.it, in.access);
+  if (big.op == trace::kNone || big.bytes <= in.capacity) return Status::Ok();
+  return Infeasible(fmt::format("op {} ({}) alone touches {}, more than the capacity {}; this strategy allocates "
+                                "device memory explicitly, so nothing can page it", big.op, in.it->ops[big.op].name,
+                                FormatBytes(big.bytes), FormatBytes(in.capacity)));
+}
+
 std::vector<uint32_t> ForwardLayers(const PlanningModel& m) {
   std::vector<uint32_t> fl;
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
@@ -224,6 +234,7 @@ Result<Plan> CheckpointWithCuts(const PlanningModel& m, const std::vector<uint32
 
 Result<Plan> PlanVdnn(const SimInput& in) {
   // vDNN_dyn: the fastest of the policies that fit (in-core first, then vDNN_conv, then vDNN_all).
+  KARMA_RETURN_IF_ERROR(CheckOpsFit(in));
   const PlanningModel m = BuildPlanningModel(in);
   Candidate best;
   std::string why;
@@ -245,6 +256,7 @@ Result<Plan> PlanVdnn(const SimInput& in) {
 }
 
 Result<Plan> PlanSuperNeurons(const SimInput& in) {
+  KARMA_RETURN_IF_ERROR(CheckOpsFit(in));
   const PlanningModel m = BuildPlanningModel(in);
   Candidate best;
   std::string why = "no plan";
@@ -272,6 +284,7 @@ Result<Plan> PlanSuperNeurons(const SimInput& in) {
 }
 
 Result<Plan> PlanCheckpoint(const SimInput& in) {
+  KARMA_RETURN_IF_ERROR(CheckOpsFit(in));
   const PlanningModel m = BuildPlanningModel(in);
   const std::vector<uint32_t> fl = ForwardLayers(m);
   std::vector<uint64_t> saved_by_layer(m.layers.size(), 0);
@@ -317,10 +330,12 @@ Result<Plan> PlanCheckpoint(const SimInput& in) {
 // stays; what does not is swapped out in forward order — the earliest data, needed last in backward, first —
 // and prefetched first-in first-out as early as the capacity allows. Persistent data (weights, gradients,
 // optimizer state) is swapped too when the activations alone cannot make room, dead values (gradients before
-// they are produced) first since dropping them costs no transfer.
+// they are produced) first since dropping them costs no transfer. It runs over managed memory (the KARMA paper's
+// runtime): an op larger than the capacity runs paged, with everything else evicted before it.
 Result<Plan> PlanCapacity(const SimInput& in) {
   const PlanningModel m = BuildPlanningModel(in);
   PlanBuilder b(in, "capacity");
+  b.set_managed_memory(true);
   std::vector<Gap> gaps = FindGaps(m, b, true);
   for (Gap& g : gaps) {
     const bool persistent = in.access.persistent[g.buffer];

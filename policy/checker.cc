@@ -7,6 +7,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "policy/cost_model.h"
 #include "runtime/common/units.h"
 #include "runtime/trace/analysis.h"
 
@@ -191,6 +192,15 @@ class Replay {
     const OpAccess& a = in_.access.ops[c.op];
     const bool own = c.action == trace::kNone;
     if (own) op_start_[c.op] = now_;
+    expected_s_ = in_.op_seconds[c.op];
+    // An op that starts with a read off the device, or whose new outputs do not fit, runs paged.
+    bool off = false;
+    uint64_t fresh = 0;
+    for (trace::BufferId b : a.reads) off = off || !buf_[b].on_device;
+    for (trace::BufferId b : a.writes) {
+      if (!buf_[b].on_device && std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) fresh += Bytes(b);
+    }
+    if (plan_.managed_memory && (off || used_ + fresh > in_.capacity)) return PagedStart(c);
     for (size_t i = 0; i < a.reads.size(); ++i) {
       const trace::BufferId b = a.reads[i];
       const Buf& s = buf_[b];
@@ -217,17 +227,102 @@ class Replay {
     return Status::Ok();
   }
 
+  // Paging is allowed only where nothing else can work: over managed memory, for an op whose own buffers exceed
+  // the capacity. Its duration is re-derived here from this replay's own memory state.
+  Status PagedStart(const ComputeItem& c) {
+    const OpAccess& a = in_.access.ops[c.op];
+    std::vector<trace::BufferId> operands = a.reads;
+    for (trace::BufferId b : a.writes) {
+      if (std::find(operands.begin(), operands.end(), b) == operands.end()) operands.push_back(b);
+    }
+    uint64_t working = 0, present = 0, faulted = 0;
+    for (trace::BufferId b : operands) {
+      working += Bytes(b);
+      if (buf_[b].on_device) present += Bytes(b);
+    }
+    if (working <= in_.capacity) {
+      return Bad(fmt::format("op {} runs paged although its buffers ({}) fit in the capacity {}: the plan must bring "
+                             "them in", c.op, FormatBytes(working), FormatBytes(in_.capacity)));
+    }
+    if (h2d_.busy || d2h_.busy) return Bad(fmt::format("paged op {} starts while a copy runs", c.op));
+    for (size_t i = 0; i < a.reads.size(); ++i) {
+      const trace::BufferId b = a.reads[i];
+      Buf& s = buf_[b];
+      if (s.arriving) return Bad(fmt::format("paged op {} reads buffer {} while it is swapped in", c.op, b));
+      if (s.leaving || s.copying_out > 0) {
+        return Bad(fmt::format("paged op {} reads buffer {} while it is copied out", c.op, b));
+      }
+      const uint32_t v = s.on_device ? s.value : s.host_value;
+      if (v != expect_[c.op][i]) {
+        return Bad(fmt::format("paged op {} reads buffer {} holding the value written by {} instead of {}", c.op, b,
+                               ValueName(v), ValueName(expect_[c.op][i])));
+      }
+      if (!s.on_device) {
+        faulted += Bytes(b);
+        s.value = s.host_value;
+      }
+    }
+    for (trace::BufferId b : a.writes) {
+      const Buf& s = buf_[b];
+      if (s.copying_out > 0 || s.leaving || s.arriving) {
+        return Bad(fmt::format("paged op {} writes buffer {} while it is copied", c.op, b));
+      }
+    }
+    // Its live operands stay on the device from the last touched back while they fit; the rest goes home.
+    const uint64_t other = used_ - present;
+    const std::vector<trace::BufferId>& dying = dies_after_[next_];
+    uint64_t kept = 0, home = 0;
+    paged_home_.clear();
+    for (size_t i = operands.size(); i-- > 0;) {
+      const trace::BufferId b = operands[i];
+      if (!persistent_[b] && std::find(dying.begin(), dying.end(), b) != dying.end()) continue;
+      if (home == 0 && kept + Bytes(b) <= in_.capacity) {
+        kept += Bytes(b);
+      } else {
+        home += Bytes(b);
+        paged_home_.push_back(b);
+      }
+    }
+    if (other + kept > in_.capacity) {
+      return Bad(fmt::format("paged op {} starts with {} of other data on the device: with the {} it keeps, over the "
+                             "capacity {}", c.op, FormatBytes(other), FormatBytes(kept), FormatBytes(in_.capacity)));
+    }
+    for (trace::BufferId b : operands) buf_[b].on_device = true;
+    used_ += working - present;
+    peak_ = std::max(peak_, in_.capacity);
+    expected_s_ += PagingSeconds(in_.hw, faulted, std::max(other + working - in_.capacity, home));
+    paging_ = true;
+    computing_ = true;
+    compute_began_ = now_;
+    next_++;
+    return Status::Ok();
+  }
+
   Status ComputeEnd(uint32_t k) {
     if (!computing_ || k + 1 != next_) return Bad(fmt::format("compute item {} ends without having started", k));
     const ComputeItem& c = seq_[k];
-    if (!Near(now_ - compute_began_, in_.op_seconds[c.op])) {
-      return Bad(fmt::format("op {} took {}s instead of {}s", c.op, now_ - compute_began_, in_.op_seconds[c.op]));
+    if (!Near(now_ - compute_began_, expected_s_)) {
+      return Bad(fmt::format("op {} took {}s instead of {}s", c.op, now_ - compute_began_, expected_s_));
     }
     computing_ = false;
     const OpAccess& a = in_.access.ops[c.op];
     for (trace::BufferId b : a.writes) buf_[b].value = c.op;
     for (trace::BufferId b : dies_after_[k]) {
       if (!persistent_[b]) Release(b);
+    }
+    if (paging_) {
+      paging_ = false;
+      for (trace::BufferId b : paged_home_) {
+        Buf& s = buf_[b];
+        s.host_value = s.value;
+        s.on_device = false;
+        s.value = kNoValue;
+        used_ -= Bytes(b);
+      }
+      if (used_ > in_.capacity) {
+        return Bad(fmt::format("after paged op {}, its live buffers and the rest of device memory take {}, over the "
+                               "capacity {}", c.op, FormatBytes(used_), FormatBytes(in_.capacity)));
+      }
     }
     if (c.action == trace::kNone) {
       op_end_[c.op] = now_;
@@ -240,6 +335,7 @@ class Replay {
     if (i >= plan_.actions.size()) return Bad(fmt::format("copy of unknown action {}", i));
     const Action& a = plan_.actions[i];
     if (seen_[i]++ != 0) return Bad(fmt::format("action {} starts twice", i));
+    if (paging_) return Bad(fmt::format("copy {} starts while a paged op runs", i));
     KARMA_ASSIGN_OR_RETURN(const double issued, IssueTime(a));
     if (now_ + 1e-12 < issued) return Bad(fmt::format("action {} starts before its anchor op ended", i));
     Buf& s = buf_[a.buffer];
@@ -359,8 +455,11 @@ class Replay {
   std::unordered_map<uint32_t, uint32_t> pending_host_value_;
   uint64_t used_ = 0, peak_ = 0;
   double now_ = 0, compute_began_ = 0;
+  double expected_s_ = 0;  // the running item's duration
   size_t next_ = 0;
   bool computing_ = false;
+  bool paging_ = false;    // the running item is a paged op
+  std::vector<trace::BufferId> paged_home_;  // its live operands that end in host memory
   Copy h2d_, d2h_;
 };
 

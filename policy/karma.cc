@@ -151,11 +151,31 @@ void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const
   }
 }
 
-uint64_t PeakOf(const std::vector<uint64_t>& mem) {
-  return mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
+}  // namespace
+
+std::span<const KarmaPlanOptions> KarmaLayerOptions() {
+  static constexpr KarmaPlanOptions kOptions[] = {{0, false}, {0.5, false}, {0.5, true}, {2, true}};
+  return kOptions;
 }
 
-}  // namespace
+std::span<const uint32_t> KarmaBlockCounts() {
+  static constexpr uint32_t kCounts[] = {4, 8, 16, 32};
+  return kCounts;
+}
+
+std::string DescribeLayerOptions(const KarmaPlanOptions& lo) {
+  if (lo.cheap_recompute_ratio == 0) return "";
+  if (lo.cheap_in_kept_blocks) return fmt::format(", cheap layers (< {}x swap-in) rebuilt", lo.cheap_recompute_ratio);
+  return fmt::format(", cheap layers (< {}x swap-in) of swapped blocks rebuilt", lo.cheap_recompute_ratio);
+}
+
+uint64_t SavedBytes(const PlanningModel& m) {
+  uint64_t total = 0;
+  for (size_t x = 0; x < m.in->it->buffers.size(); ++x) {
+    if (m.saved[x]) total += m.in->it->buffers[x].bytes;
+  }
+  return total;
+}
 
 std::vector<uint32_t> BlockCuts(const PlanningModel& m) {
   std::vector<uint32_t> cuts;
@@ -230,9 +250,8 @@ std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& 
   auto fits = [&](size_t evicted) {
     std::vector<Block> trial = blocks;
     for (size_t i = 0; i < evicted; ++i) trial[i].mode = BlockMode::kSwap;
-    PlanBuilder b(in, "karma");
-    AddBlockDecisions(m, trial, options.plan, b);
-    return PeakOf(b.LatestRestoreMemory()) <= in.capacity;
+    const PlanBuilder b = KarmaBlockDecisions(m, trial, options.plan);
+    return WithinLimits(b.LatestRestoreMemory(), CapacityLimits(in, b.Sequence(), in.capacity, true).hard);
   };
   size_t lo = 0, hi = blocks.size();
   if (!fits(hi)) {
@@ -260,12 +279,18 @@ void SelectRecompute(const PlanningModel& m, std::vector<Block>& blocks, const R
   }
 }
 
+PlanBuilder KarmaBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const KarmaPlanOptions& options) {
+  PlanBuilder b(*m.in, "karma");
+  b.set_managed_memory(true);
+  AddBlockDecisions(m, blocks, options, b);
+  return b;
+}
+
 Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& blocks_in,
                             const KarmaPlanOptions& options) {
   const SimInput& in = *m.in;
   std::vector<Block> blocks = blocks_in;
-  PlanBuilder b(in, "karma");
-  AddBlockDecisions(m, blocks, options, b);
+  PlanBuilder b = KarmaBlockDecisions(m, blocks, options);
   // Whatever still does not fit goes capacity-based: activations in forward order, then dead persistent
   // values, then weights and optimizer state (first needed latest first).
   std::vector<Gap> gaps = FindGaps(m, b, true);
@@ -295,16 +320,8 @@ Result<Plan> PlanKarma(const SimInput& in) {
     incore->note = "fits in core";
     return incore;
   }
-  if (const LargestOp big = FindLargestOp(*in.it, in.access); big.bytes > in.capacity) {
-    return Infeasible(fmt::format("op {} ({}) alone touches {}, more than the capacity {}: no plan that moves whole "
-                                  "buffers can run it", big.op, in.it->ops[big.op].name, FormatBytes(big.bytes),
-                                  FormatBytes(in.capacity)));
-  }
   const PlanningModel m = BuildPlanningModel(in);
-  uint64_t total_saved = 0;
-  for (size_t x = 0; x < in.it->buffers.size(); ++x) {
-    if (m.saved[x]) total_saved += in.it->buffers[x].bytes;
-  }
+  const uint64_t total_saved = SavedBytes(m);
   Candidate best;
   std::string why = "no candidate plan";
   auto consider = [&](Result<Plan> p, const std::string& note) {
@@ -314,16 +331,17 @@ Result<Plan> PlanKarma(const SimInput& in) {
     }
     p->strategy = "karma";
     p->note = note;
+    p->managed_memory = true;  // KARMA runs over managed memory, whichever candidate wins
     KeepFaster(best, std::move(p).value(), in);
   };
   // Problem 1 is solved under two assumptions about problem 2 at layer granularity (none, or the one the plan
   // uses), which changes how many blocks must leave; identical decisions are simulated once.
-  const KarmaPlanOptions layer_options[] = {{0, false}, {0.5, false}, {0.5, true}, {2, true}};
+  const std::span<const KarmaPlanOptions> layer_options = KarmaLayerOptions();
   std::set<std::pair<std::vector<uint8_t>, size_t>> tried;
   std::map<std::tuple<uint32_t, double, bool>, std::vector<Block>> blockings;  // (blocks, assumed options)
-  for (size_t li = 0; li < std::size(layer_options); ++li) {
+  for (size_t li = 0; li < layer_options.size(); ++li) {
     const KarmaPlanOptions& lo = layer_options[li];
-    for (uint32_t nblocks : {4u, 8u, 16u, 32u}) {
+    for (uint32_t nblocks : KarmaBlockCounts()) {
       const uint64_t target = total_saved / nblocks;
       for (const KarmaPlanOptions& assumed : {KarmaPlanOptions{}, lo}) {
         const auto key = std::make_tuple(nblocks, assumed.cheap_recompute_ratio, assumed.cheap_in_kept_blocks);
@@ -339,12 +357,7 @@ Result<Plan> PlanKarma(const SimInput& in) {
           if (!tried.insert({modes, li}).second) continue;
           consider(BuildKarmaPlan(m, blocks, lo),
                    fmt::format("{} blocks of ~{}, recompute below {}x swap-in{}", blocks.size(), FormatBytes(target),
-                               ratio,
-                               lo.cheap_recompute_ratio == 0 ? ""
-                               : lo.cheap_in_kept_blocks
-                                   ? fmt::format(", cheap layers (< {}x swap-in) rebuilt", lo.cheap_recompute_ratio)
-                                   : fmt::format(", cheap layers (< {}x swap-in) of swapped blocks rebuilt",
-                                                 lo.cheap_recompute_ratio)));
+                               ratio, DescribeLayerOptions(lo)));
         }
       }
     }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "policy/plan.h"
@@ -35,6 +37,13 @@ struct KarmaPlanOptions {
   bool cheap_in_kept_blocks = false;  // also drop and rebuild cheap values of kept blocks, to make room
 };
 
+// The grid PlanKarma searches (Planner II solves its models on the same one): problem 2 at layer granularity,
+// and the number of blocks problem 1 aims at (blocks of SavedBytes / count).
+std::span<const KarmaPlanOptions> KarmaLayerOptions();
+std::span<const uint32_t> KarmaBlockCounts();
+std::string DescribeLayerOptions(const KarmaPlanOptions& options);  // for plan notes: "" or ", cheap layers ..."
+uint64_t SavedBytes(const PlanningModel& m);                        // every saved buffer's bytes
+
 // Problem 1. Splits the forward layers into blocks of consecutive layers, each holding about
 // `target_block_bytes` of saved data, and evicts blocks (kSwap) from the first one on — the data the backward
 // pass needs last — until the plan with every evicted block swapped fits the capacity (capacity-based
@@ -53,6 +62,11 @@ struct RecomputeOptions {
   double ratio = 1.0;
 };
 void SelectRecompute(const PlanningModel& m, std::vector<Block>& blocks, const RecomputeOptions& options);
+
+// The part of BuildKarmaPlan that follows from the blocks alone (recomputes, drops, the swaps of evicted blocks,
+// each eviction tagged with its block), before whatever still does not fit is evicted capacity-based: what
+// Planner II measures its coefficients on. `blocks` is updated to the modes actually used.
+PlanBuilder KarmaBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const KarmaPlanOptions& options);
 
 // The executable plan for blocks with modes: kSwap data goes out after its last forward use and comes back
 // first-in first-out as early as capacity allows; kRecompute blocks drop what they rebuild, keep (or swap,

@@ -68,6 +68,10 @@ struct Plan {
   std::vector<Action> actions;                  // in issue order
   std::vector<Block> blocks;                    // forward blocks, in order (may be empty)
   std::string note;                             // how the strategy chose this plan
+  // The plan runs over CUDA managed memory (KARMA's runtime, capacity-based swapping): an op whose own buffers
+  // exceed the capacity still runs, its excess paged on demand. False for strategies that allocate device
+  // memory explicitly (vDNN, SuperNeurons, checkpointing), where such an op cannot run.
+  bool managed_memory = false;
 
   bool operator==(const Plan&) const = default;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace karma::policy {
 namespace {
@@ -39,6 +40,14 @@ SequenceUses::SequenceUses(const SimInput& in, const std::vector<ComputeItem>& s
   uses_.resize(offset_.back());
   std::vector<uint32_t> fill(offset_.begin(), offset_.end() - 1);
   each([&](trace::BufferId b, const BufferUse& u) { uses_[fill[b]++] = u; });
+}
+
+bool LiveAfter(const SimInput& in, const SequenceUses& uses, trace::BufferId b, uint32_t k) {
+  if (in.access.persistent[b]) return true;
+  for (const BufferUse& u : uses.of(b)) {
+    if (u.item > k) return !u.pure_write;
+  }
+  return false;
 }
 
 std::vector<uint32_t> OpPositions(const std::vector<ComputeItem>& seq, size_t num_ops) {
@@ -160,6 +169,22 @@ std::vector<ComputeItem> PlanBuilder::Sequence() const {
 
 Plan PlanBuilder::Finish(uint64_t capacity) const { return Assemble(true, capacity); }
 
+std::vector<std::pair<trace::BufferId, trace::OpId>> PlanBuilder::PagedSendsHome(
+    const std::vector<ComputeItem>& seq) const {
+  std::vector<std::pair<trace::BufferId, trace::OpId>> sends;
+  if (!managed_) return sends;
+  std::optional<SequenceUses> uses;
+  for (uint32_t k = 0; k < seq.size(); ++k) {
+    if (seq[k].action != trace::kNone || !in_.Paged(seq[k].op)) continue;
+    if (!uses) uses.emplace(in_, seq);
+    const trace::OpId op = seq[k].op;
+    const PagedEnd end =
+        SettlePagedOp(in_, op, in_.capacity, [&](trace::BufferId b) { return LiveAfter(in_, *uses, b, k); });
+    for (trace::BufferId b : end.sent_home) sends.emplace_back(b, op);
+  }
+  return sends;
+}
+
 std::vector<uint64_t> PlanBuilder::LatestRestoreMemory() const {
   return StaticMemory(in_, Assemble(false, in_.capacity));
 }
@@ -170,6 +195,7 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
   plan.strategy = strategy_;
   plan.capacity_bytes = capacity;
   plan.profile = in_.hw.name;
+  plan.managed_memory = managed_;
   for (size_t b = 0; b < host_home_.size(); ++b) {
     if (host_home_[b]) plan.host_resident.push_back(static_cast<trace::BufferId>(b));
   }
@@ -186,6 +212,19 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
   std::vector<std::vector<Gap>> gaps(it.buffers.size());
   for (const Eviction& e : evictions_) {
     if (e.buffer < it.buffers.size()) gaps[e.buffer].push_back({e, false});
+  }
+  // What a paged op cannot keep leaves the device with it, already written back.
+  for (const auto& [b, op] : PagedSendsHome(seq)) {
+    bool found = false;
+    for (Gap& g : gaps[b]) {
+      if (!g.from_start && g.e.after == static_cast<int32_t>(op)) found = g.e.written_back = true;
+    }
+    if (found) continue;
+    Gap g;
+    g.e.buffer = b;
+    g.e.after = static_cast<int32_t>(op);
+    g.e.written_back = true;
+    gaps[b].push_back(g);
   }
   for (size_t b = 0; b < it.buffers.size(); ++b) {
     const std::span<const BufferUse> u = uses.of(static_cast<trace::BufferId>(b));
@@ -206,6 +245,7 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
     int32_t lowest;  // earliest anchor allowed: after the eviction
     bool fixed;      // the strategy chose the anchor
     size_t order;
+    uint32_t need_item;  // the compute item that uses the buffer next
   };
   std::vector<Restore> restores;
   std::vector<Action> outs;
@@ -243,7 +283,8 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
         in.before = OwnOpAtOrAfter(seq, next->item);
         if (g.e.wait_before != trace::kNone && g.e.wait_before < in.before) in.before = g.e.wait_before;
         const int32_t latest = in.before == 0 ? kAtStart : static_cast<int32_t>(in.before) - 1;
-        lowest = g.from_start ? kAtStart : g.e.after + 1;
+        // Sent home by a paged op: it is gone when that op ends, so the copy back may start right then.
+        lowest = g.from_start ? kAtStart : g.e.written_back ? g.e.after : g.e.after + 1;
         if (lowest > latest) continue;  // no op between leaving and coming back: it stays
         in.after = g.e.prefetch_after == kSchedulePrefetch ? latest : std::clamp(g.e.prefetch_after, lowest, latest);
       }
@@ -255,7 +296,9 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
         out.kind = ActionKind::kDiscard;
         if (!value_dead && !g.e.recomputed && device_value != host_value) {
           host_value = device_value;
-          if (g.e.writeback_after == kWritebackAtEviction) {
+          if (g.e.written_back) {
+            // The paging copied it out: the discard only says so.
+          } else if (g.e.writeback_after == kWritebackAtEviction) {
             out.kind = ActionKind::kSwapOut;
             out.before = g.e.sync_before;
           } else {
@@ -271,7 +314,7 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
       }
       if (!restore) continue;
       const bool fixed = g.e.prefetch_after != kSchedulePrefetch;
-      restores.push_back({in, fixed ? in.after : lowest, fixed, restores.size()});
+      restores.push_back({in, fixed ? in.after : lowest, fixed, restores.size(), next->item});
     }
   }
 
@@ -301,6 +344,48 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
     return x.action.before != y.action.before ? x.action.before < y.action.before : x.order < y.order;
   });
   if (!schedule) return build(restores);
+  if (managed_) {
+    // A paged op waits for the swap-ins of its reads, which must fit beside everything else on the device
+    // before it starts: restore them in the order it reads them while they fit, and let it fault in the rest.
+    const std::vector<uint64_t> mem = StaticMemory(in_, build(restores));
+    std::vector<bool> drop(restores.size(), false);
+    for (size_t i = 0; i < restores.size();) {
+      const uint32_t op = restores[i].action.before;
+      size_t end = i;
+      while (end < restores.size() && restores[end].action.before == op) ++end;
+      if (in_.Paged(op)) {
+        const std::vector<trace::BufferId>& reads = in_.access.ops[op].reads;
+        auto read_index = [&](const Restore& r) {
+          return std::find(reads.begin(), reads.end(), r.action.buffer) - reads.begin();
+        };
+        std::stable_sort(restores.begin() + static_cast<ptrdiff_t>(i), restores.begin() + static_cast<ptrdiff_t>(end),
+                         [&](const Restore& x, const Restore& y) { return read_index(x) < read_index(y); });
+        // Room at the op's start: the capacity less what else is on the device (mem counts the op's own
+        // buffers at its item) and less its reads that are already there.
+        uint64_t budget = capacity + in_.working_set[op] - std::min(mem[pos[op]], capacity + in_.working_set[op]);
+        uint64_t restored = 0;
+        for (size_t j = i; j < end; ++j) {
+          if (restores[j].need_item == pos[op]) restored += it.buffers[restores[j].action.buffer].bytes;
+        }
+        uint64_t resident_reads = 0;
+        for (trace::BufferId b : reads) resident_reads += it.buffers[b].bytes;
+        resident_reads -= std::min(resident_reads, restored);
+        budget -= std::min(budget, resident_reads);
+        for (size_t j = i; j < end; ++j) {
+          if (restores[j].need_item != pos[op]) continue;  // read by a recompute before the op: needed
+          const uint64_t bytes = it.buffers[restores[j].action.buffer].bytes;
+          if (bytes <= budget) budget -= bytes;
+          else drop[j] = true;
+        }
+      }
+      i = end;
+    }
+    size_t kept = 0;
+    for (size_t j = 0; j < restores.size(); ++j) {
+      if (!drop[j]) restores[kept++] = restores[j];
+    }
+    restores.resize(kept);
+  }
 
   // First-in first-out prefetch, each as early as the memory left by everything else allows.
   std::vector<uint64_t> mem = StaticMemory(in_, build(restores));

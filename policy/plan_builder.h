@@ -29,6 +29,8 @@ class SequenceUses {
   std::vector<uint32_t> offset_;
   std::vector<BufferUse> uses_;
 };
+// Whether b's value after compute item k is read again (or b is persistent: kept across iterations).
+bool LiveAfter(const SimInput& in, const SequenceUses& uses, trace::BufferId b, uint32_t k);
 
 // Device bytes allocated while each compute item runs when every copy were instantaneous at its anchor
 // (swap-outs and discards free right after their op, swap-ins allocate right after theirs): the memory
@@ -70,6 +72,7 @@ class PlanBuilder {
     uint32_t sync_before = trace::kNone;
     uint32_t wait_before = trace::kNone;
     int block = -1;
+    bool written_back = false;  // a paged op at `after` sent it home: nothing left to copy out or free
   };
   void Evict(const Eviction& e);
 
@@ -80,10 +83,21 @@ class PlanBuilder {
   // least a plan with these decisions can need.
   std::vector<uint64_t> LatestRestoreMemory() const;
 
+  // Plans over managed memory (Plan::managed_memory): ops larger than the capacity run paged. Their reads are
+  // then prefetched only as far as the room beside everything else allows, in the order the op reads them;
+  // the rest is faulted in. The live operands such an op sends home (SettlePagedOp) come back before their
+  // next use.
+  void set_managed_memory(bool managed) { managed_ = managed; }
+  bool managed_memory() const { return managed_; }
+
+  // (buffer, paged op) for every live operand a paged op of the sequence sends home (managed memory only).
+  std::vector<std::pair<trace::BufferId, trace::OpId>> PagedSendsHome(const std::vector<ComputeItem>& seq) const;
+
   const SimInput& input() const { return in_; }
   // The compute sequence the recomputes so far give.
   std::vector<ComputeItem> Sequence() const;
   const std::vector<Eviction>& evictions() const { return evictions_; }
+  const std::vector<Action>& recomputes() const { return recomputes_; }
 
  private:
   Plan Assemble(bool schedule, uint64_t capacity) const;
@@ -93,6 +107,7 @@ class PlanBuilder {
   std::vector<bool> host_home_;
   std::vector<Action> recomputes_;
   std::vector<Eviction> evictions_;
+  bool managed_ = false;
 };
 
 // Positions of the iteration's own ops in a compute sequence.

@@ -33,6 +33,7 @@ std::string PlanToJson(const Plan& plan, int indent) {
   j["capacity_bytes"] = plan.capacity_bytes;
   j["fingerprint"] = plan.fingerprint;
   j["note"] = plan.note;
+  j["managed_memory"] = plan.managed_memory;
   j["host_resident"] = plan.host_resident;
   json blocks = json::array();
   for (const Block& b : plan.blocks) {
@@ -70,6 +71,7 @@ Result<Plan> PlanFromJson(const std::string& text) {
     p.capacity_bytes = j.value("capacity_bytes", uint64_t{0});
     p.fingerprint = j.value("fingerprint", "");
     p.note = j.value("note", "");
+    p.managed_memory = j.value("managed_memory", false);  // absent in files written before paged ops existed
     if (j.contains("host_resident")) p.host_resident = j["host_resident"].get<std::vector<trace::BufferId>>();
     for (const json& b : j.value("blocks", json::array())) {
       Block blk;

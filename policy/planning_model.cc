@@ -19,6 +19,116 @@ uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
   return k < seq.size() ? seq[k].op : seq.back().op;
 }
 
+// Range add and leftmost maximum over compute items (a segment tree with lazy additions): capacity-based eviction
+// asks for the item furthest above its limit after every gap it takes.
+class MaxTree {
+ public:
+  explicit MaxTree(const std::vector<int64_t>& values) : n_(std::max<size_t>(values.size(), 1)) {
+    max_.assign(4 * n_, 0);
+    add_.assign(4 * n_, 0);
+    Build(1, 0, n_ - 1, values);
+  }
+  void Add(size_t lo, size_t hi, int64_t v) { Add(1, 0, n_ - 1, lo, hi, v); }
+  // (value, item) of the leftmost largest value.
+  std::pair<int64_t, size_t> Max() const {
+    size_t node = 1, lo = 0, hi = n_ - 1;
+    while (lo < hi) {
+      // Both children carry the same additions from above: compare them as they are.
+      const size_t mid = (lo + hi) / 2;
+      if (max_[2 * node] >= max_[2 * node + 1]) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid + 1;
+      }
+    }
+    return {max_[1], lo};
+  }
+
+ private:
+  void Build(size_t node, size_t lo, size_t hi, const std::vector<int64_t>& v) {
+    if (lo == hi) {
+      max_[node] = lo < v.size() ? v[lo] : INT64_MIN / 2;
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Build(2 * node, lo, mid, v);
+    Build(2 * node + 1, mid + 1, hi, v);
+    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]);
+  }
+  void Add(size_t node, size_t lo, size_t hi, size_t a, size_t b, int64_t v) {
+    if (b < lo || hi < a) return;
+    if (a <= lo && hi <= b) {
+      max_[node] += v;
+      add_[node] += v;
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Add(2 * node, lo, mid, a, b, v);
+    Add(2 * node + 1, mid + 1, hi, a, b, v);
+    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + add_[node];
+  }
+  size_t n_;
+  std::vector<int64_t> max_, add_;  // max_ includes the node's own pending addition, not its ancestors'
+};
+
+// The first gap (in priority order: their index) not yet taken that covers a given item: each gap is listed in
+// the O(log n) tree nodes that make up its item ranges, and each node's list is consumed front to back.
+class GapIndex {
+ public:
+  GapIndex(size_t items, const std::vector<Gap>& gaps) : n_(std::max<size_t>(items, 1)), taken_(gaps.size(), false) {
+    lists_.resize(4 * n_);
+    next_.assign(4 * n_, 0);
+    for (uint32_t i = 0; i < gaps.size(); ++i) {
+      const Gap& g = gaps[i];
+      for (const auto& [lo, hi] : {std::pair{g.lo1, g.hi1}, std::pair{g.lo2, g.hi2}}) {
+        if (hi < lo || hi < 0 || lo >= static_cast<int64_t>(n_)) continue;
+        Insert(1, 0, n_ - 1, static_cast<size_t>(std::max<int64_t>(lo, 0)),
+               static_cast<size_t>(std::min<int64_t>(hi, static_cast<int64_t>(n_) - 1)), i);
+      }
+    }
+  }
+  // gaps.size() when none is left.
+  size_t FirstCovering(size_t item) {
+    size_t best = taken_.size();
+    size_t node = 1, lo = 0, hi = n_ - 1;
+    while (true) {
+      std::vector<uint32_t>& list = lists_[node];
+      size_t& next = next_[node];
+      while (next < list.size() && taken_[list[next]]) ++next;
+      if (next < list.size()) best = std::min<size_t>(best, list[next]);
+      if (lo == hi) break;
+      const size_t mid = (lo + hi) / 2;
+      if (item <= mid) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid + 1;
+      }
+    }
+    return best;
+  }
+  void Take(size_t gap) { taken_[gap] = true; }
+
+ private:
+  void Insert(size_t node, size_t lo, size_t hi, size_t a, size_t b, uint32_t gap) {
+    if (b < lo || hi < a) return;
+    if (a <= lo && hi <= b) {
+      if (lists_[node].empty() || lists_[node].back() != gap) lists_[node].push_back(gap);
+      return;
+    }
+    const size_t mid = (lo + hi) / 2;
+    Insert(2 * node, lo, mid, a, b, gap);
+    Insert(2 * node + 1, mid + 1, hi, a, b, gap);
+  }
+  size_t n_;
+  std::vector<std::vector<uint32_t>> lists_;
+  std::vector<size_t> next_;
+  std::vector<bool> taken_;
+};
+
 // The op that last wrote b before op `before` in program order (kInitialValue: none did).
 uint32_t ValueBefore(const PlanningModel& m, trace::BufferId b, uint32_t before) {
   const std::vector<uint32_t>& w = m.writers[b];
@@ -119,6 +229,10 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
       return Infeasible(fmt::format("buffer {} is written by op {} ({}), which cannot be re-run", b, v,
                                     m.in->it->ops[v].name));
     }
+    if (m.in->Paged(v)) {  // re-running it would page it again, with nothing to anchor what it sends home
+      return Infeasible(fmt::format("buffer {} is written by op {} ({}), larger than the capacity", b, v,
+                                    m.in->it->ops[v].name));
+    }
     if (std::find(ops.begin(), ops.end(), v) != ops.end()) continue;
     ops.push_back(v);
     const OpAccess& a = acc.ops[v];
@@ -192,6 +306,7 @@ std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& builder, bo
   const SequenceUses all_uses(in, seq);
   std::set<std::pair<trace::BufferId, int32_t>> evicted;
   for (const PlanBuilder::Eviction& e : builder.evictions()) evicted.insert({e.buffer, e.after});
+  for (const auto& [b, op] : builder.PagedSendsHome(seq)) evicted.insert({b, static_cast<int32_t>(op)});
   std::vector<Gap> gaps;
   for (size_t b = 0; b < in.it->buffers.size(); ++b) {
     const std::span<const BufferUse> u = all_uses.of(static_cast<trace::BufferId>(b));
@@ -251,41 +366,72 @@ void DropForRecompute(const PlanningModel& m, PlanBuilder& b, trace::BufferId x,
   b.Evict(e);
 }
 
+ItemLimits CapacityLimits(const SimInput& in, const std::vector<ComputeItem>& seq, uint64_t capacity, bool managed) {
+  ItemLimits l;
+  l.target.assign(seq.size(), capacity);
+  l.hard.assign(seq.size(), capacity);
+  if (!managed) return l;
+  auto paged = [&](trace::OpId op) { return in.working_set[op] > capacity; };
+  bool any = false;
+  for (const ComputeItem& c : seq) any = any || paged(c.op);
+  if (!any) return l;
+  const SequenceUses uses(in, seq);
+  for (uint32_t k = 0; k < seq.size(); ++k) {
+    const trace::OpId op = seq[k].op;
+    if (!paged(op)) continue;
+    const PagedEnd end = SettlePagedOp(in, op, capacity, [&](trace::BufferId b) { return LiveAfter(in, uses, b, k); });
+    l.target[k] = in.working_set[op];
+    l.hard[k] = capacity + in.working_set[op] - std::min(end.kept_bytes, in.working_set[op]);
+  }
+  return l;
+}
+
+bool WithinLimits(const std::vector<uint64_t>& mem, const std::vector<uint64_t>& limit) {
+  for (size_t k = 0; k < mem.size(); ++k) {
+    if (mem[k] > limit[k]) return false;
+  }
+  return true;
+}
+
 Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity) {
   std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) {
     return x.cls != y.cls ? x.cls < y.cls : x.order < y.order;
   });
-  std::vector<bool> taken(gaps.size(), false);
+  const std::vector<ComputeItem> seq = b.Sequence();
+  const ItemLimits limits = CapacityLimits(*m.in, seq, capacity, b.managed_memory());
+  GapIndex index(seq.size(), gaps);
   for (int round = 0; round < 8; ++round) {
-    std::vector<uint64_t> mem = b.LatestRestoreMemory();
+    const std::vector<uint64_t> mem = b.LatestRestoreMemory();
+    std::vector<int64_t> excess(mem.size());
+    for (size_t k = 0; k < mem.size(); ++k) {
+      excess[k] = static_cast<int64_t>(mem[k]) - static_cast<int64_t>(limits.target[k]);
+    }
+    MaxTree over(excess);
     while (true) {
-      const auto peak = std::max_element(mem.begin(), mem.end());
-      if (peak == mem.end() || *peak <= capacity) break;
-      const int64_t p = peak - mem.begin();
-      size_t pick = gaps.size();
-      for (size_t i = 0; i < gaps.size(); ++i) {
-        const Gap& g = gaps[i];
-        if (taken[i]) continue;
-        if ((p >= g.lo1 && p <= g.hi1) || (p >= g.lo2 && p <= g.hi2)) {
-          pick = i;
-          break;
-        }
-      }
+      const auto [worst, p] = over.Max();
+      if (worst <= 0) break;
+      const size_t pick = index.FirstCovering(p);
       if (pick == gaps.size()) {
-        const std::vector<ComputeItem> seq = b.Sequence();
-        const trace::OpId op = seq[static_cast<size_t>(p)].op;
+        const uint64_t now = limits.target[p] + static_cast<uint64_t>(worst);
+        if (now <= limits.hard[p]) {  // a paged op: what stays beside it pages too
+          over.Add(p, p, -worst);
+          continue;
+        }
+        const trace::OpId op = seq[p].op;
         return Infeasible(fmt::format("{} are needed at op {} ({}) even with everything evictable off the device, "
-                                      "capacity {}", FormatBytes(*peak), op, m.in->it->ops[op].name,
+                                      "capacity {}", FormatBytes(now), op, m.in->it->ops[op].name,
                                       FormatBytes(capacity)));
       }
-      taken[pick] = true;
+      index.Take(pick);
       const Gap& g = gaps[pick];
       ApplyGap(b, g);
-      for (int64_t k = g.lo1; k <= g.hi1; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
-      for (int64_t k = g.lo2; k <= g.hi2; ++k) mem[static_cast<size_t>(k)] -= g.bytes;
+      // An estimate until the next round recomputes it.
+      const auto bytes = static_cast<int64_t>(g.bytes);
+      if (g.hi1 >= g.lo1) over.Add(static_cast<size_t>(g.lo1), static_cast<size_t>(g.hi1), -bytes);
+      if (g.hi2 >= g.lo2) over.Add(static_cast<size_t>(g.lo2), static_cast<size_t>(g.hi2), -bytes);
     }
     const std::vector<uint64_t> check = b.LatestRestoreMemory();
-    if (check.empty() || *std::max_element(check.begin(), check.end()) <= capacity) return Status::Ok();
+    if (WithinLimits(check, limits.hard)) return Status::Ok();
   }
   return Infeasible("capacity-based eviction did not converge");
 }

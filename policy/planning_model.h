@@ -73,9 +73,20 @@ struct Gap {
 // evicts, and wrap gaps of buffers it already keeps on the host, are left out.
 std::vector<Gap> FindGaps(const PlanningModel& m, const PlanBuilder& b, bool wrap);
 
-// Capacity-based eviction: while the static memory (restores at the last moment) exceeds the capacity, take
-// off the device the gap that covers the peak and comes first by (cls, order), and record it in the builder.
-// Fails, saying where, when no gap covers a peak above capacity.
+// The most device bytes each compute item may take in StaticMemory terms: the capacity, except for a paged op
+// (its working set exceeds the capacity) in a plan over managed memory: `target` is its own working set (nothing
+// else on the device: the least paging), `hard` the capacity plus its working set less its operands that stay
+// live after it (those must fit beside everything else once it ends).
+struct ItemLimits {
+  std::vector<uint64_t> target, hard;
+};
+ItemLimits CapacityLimits(const SimInput& in, const std::vector<ComputeItem>& seq, uint64_t capacity, bool managed);
+bool WithinLimits(const std::vector<uint64_t>& mem, const std::vector<uint64_t>& limit);
+
+// Capacity-based eviction: while the static memory (restores at the last moment) exceeds the limits, take off
+// the device the gap that covers the item furthest above its target and comes first by (cls, order), and
+// record it in the builder. A paged op left with other data beside it when no gap covers it more is accepted
+// within its hard limit. Fails, saying where, when no gap covers an item above its hard limit.
 Status EvictGreedily(const PlanningModel& m, PlanBuilder& b, std::vector<Gap> gaps, uint64_t capacity);
 // Records one gap's eviction in the builder.
 void ApplyGap(PlanBuilder& b, const Gap& g, int block = -1);

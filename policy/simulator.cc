@@ -219,7 +219,7 @@ class Simulation {
   }
 
   bool TryD2H() {
-    if (d2h_busy_ || d2h_head_ >= d2h_q_.size()) return false;
+    if (paging_ || drain_ || d2h_busy_ || d2h_head_ >= d2h_q_.size()) return false;
     const uint32_t i = d2h_q_[d2h_head_];
     const Action& a = plan_.actions[i];
     BufState& s = buf_[a.buffer];
@@ -251,7 +251,7 @@ class Simulation {
   }
 
   bool TryH2D() {
-    if (h2d_busy_ || h2d_head_ >= h2d_q_.size()) return false;
+    if (paging_ || drain_ || h2d_busy_ || h2d_head_ >= h2d_q_.size()) return false;
     const uint32_t i = h2d_q_[h2d_head_];
     const Action& a = plan_.actions[i];
     BufState& s = buf_[a.buffer];
@@ -293,11 +293,13 @@ class Simulation {
   }
 
   bool TryCompute() {
+    drain_ = false;
     if (comp_busy_ || next_ >= r_.sequence.size()) return false;
     const ComputeItem& c = r_.sequence[next_];
     const OpAccess& a = in_.access.ops[c.op];
     const bool own = c.action == trace::kNone;
     if (own && (waits_in_[c.op] > 0 || waits_out_[c.op] > 0)) return false;
+    if (in_.Paged(c.op)) return plan_.managed_memory && TryComputePaged(c, a, own);
     for (trace::BufferId b : a.reads) {
       const BufState& s = buf_[b];
       if (s.leaving) {
@@ -333,6 +335,66 @@ class Simulation {
     return true;
   }
 
+  // A paged op (see Simulate): starts when the copy engines are idle and its live operands fit beside the
+  // rest of device memory; meanwhile no copy starts (drain_), so that the faults have the link.
+  bool TryComputePaged(const ComputeItem& c, const OpAccess& a, bool own) {
+    uint64_t resident = 0, faulted = 0, fresh = 0;
+    for (trace::BufferId b : a.reads) {
+      const BufState& s = buf_[b];
+      if (s.dev == Dev::kArriving || s.d2h_pending > 0) return false;  // once on the host, it faults in
+      if (s.dev == Dev::kValid) resident += B(b).bytes;
+      else if (s.host_valid) faulted += B(b).bytes;
+      else return false;  // nothing valid to fault in: Deadlock() says so
+    }
+    for (trace::BufferId b : a.writes) {
+      if (std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) continue;
+      const BufState& s = buf_[b];
+      if (s.leaving) {
+        fail_ = fmt::format("{} writes {} after a swap-out that frees it was issued", DescribeItem(next_), Describe(b));
+        return false;
+      }
+      if (s.d2h_pending > 0 || s.dev == Dev::kArriving) return false;
+      (s.dev == Dev::kValid ? resident : fresh) += B(b).bytes;
+    }
+    const uint64_t working = resident + faulted + fresh;
+    const std::vector<trace::BufferId>& dead = free_after_[next_];
+    PagedEnd end = SettlePagedOp(in_, c.op, in_.capacity, [&](trace::BufferId b) {
+      return std::find(dead.begin(), dead.end(), b) == dead.end();
+    });
+    const uint64_t other = used_ - resident;
+    if (other + end.kept_bytes > in_.capacity) return false;  // what it keeps would not fit afterwards
+    drain_ = true;
+    if (h2d_busy_ || d2h_busy_) return false;
+    drain_ = false;
+    // working > capacity: there is always some overflow.
+    const uint64_t evicted = std::max(other + working - in_.capacity, end.home_bytes);
+    const double paging = PagingSeconds(in_.hw, faulted, evicted);
+    for (trace::BufferId b : a.reads) buf_[b].dev = Dev::kValid;
+    for (trace::BufferId b : a.writes) {
+      BufState& s = buf_[b];
+      s.dev = Dev::kValid;
+      s.host_valid = false;
+      s.being_written = true;
+    }
+    paged_end_used_ = other + end.kept_bytes;
+    paged_home_ = std::move(end.sent_home);
+    SetUsed(in_.capacity);
+    paging_ = true;
+    comp_busy_ = true;
+    comp_item_ = next_++;
+    const double secs = in_.op_seconds[c.op];
+    comp_end_ = now_ + secs + paging;
+    (own ? r_.compute_s : r_.recompute_s) += secs;
+    r_.paged_ops++;
+    r_.paging_s += paging;
+    r_.paged_in_bytes += faulted;
+    r_.paged_out_bytes += evicted;
+    r_.swap_in_bytes += faulted;
+    r_.swap_out_bytes += evicted;
+    Record(SimEvent::kComputeStart, static_cast<uint32_t>(comp_item_));
+    return true;
+  }
+
   void FinishCompute() {
     comp_busy_ = false;
     const ComputeItem& c = r_.sequence[comp_item_];
@@ -343,7 +405,18 @@ class Simulation {
     for (trace::BufferId b : a.writes) {
       if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) buf_[b].uses_left--;
     }
-    for (trace::BufferId b : free_after_[comp_item_]) Free(b);
+    if (paging_) {
+      // The dead operands go, and the live ones it could not keep are in host memory.
+      paging_ = false;
+      for (trace::BufferId b : free_after_[comp_item_]) buf_[b].dev = Dev::kAbsent;
+      for (trace::BufferId b : paged_home_) {
+        buf_[b].dev = Dev::kAbsent;
+        buf_[b].host_valid = true;
+      }
+      SetUsed(paged_end_used_);
+    } else {
+      for (trace::BufferId b : free_after_[comp_item_]) Free(b);
+    }
     if (c.action == trace::kNone) done_ops_ = static_cast<int64_t>(c.op) + 1;
   }
 
@@ -360,15 +433,29 @@ class Simulation {
     const ComputeItem& c = r_.sequence[next_];
     const OpAccess& a = in_.access.ops[c.op];
     const std::string who = DescribeItem(next_);
+    if (in_.Paged(c.op) && !plan_.managed_memory) {
+      return fmt::format("{} touches {}, more than the capacity {}: only paging over managed memory can run it, and "
+                         "this plan allocates device memory explicitly", who, FormatBytes(in_.working_set[c.op]),
+                         FormatBytes(in_.capacity));
+    }
     if (c.action == trace::kNone && waits_in_[c.op] > 0) {
       return fmt::format("{} waits for a swap-in that can never start (the host-to-device queue is stuck: "
                          "capacity {}, in use {})", who, FormatBytes(in_.capacity), FormatBytes(used_));
     }
     for (trace::BufferId b : a.reads) {
-      if (buf_[b].dev != Dev::kValid) {
+      if (buf_[b].dev == Dev::kValid) continue;
+      if (!in_.Paged(c.op)) {
         return fmt::format("{} reads {}, which is not on the device and nothing brings it back in time", who,
                            Describe(b));
       }
+      if (!buf_[b].host_valid) {
+        return fmt::format("{} (paged) reads {}, which is neither on the device nor valid in host memory", who,
+                           Describe(b));
+      }
+    }
+    if (in_.Paged(c.op)) {
+      return fmt::format("paged {} cannot start: its live buffers and the {} in use beside them exceed the "
+                         "capacity {}", who, FormatBytes(used_), FormatBytes(in_.capacity));
     }
     uint64_t need = 0;
     for (trace::BufferId b : a.writes) {
@@ -427,6 +514,10 @@ class Simulation {
   bool comp_busy_ = false, h2d_busy_ = false, d2h_busy_ = false;
   double comp_end_ = 0, h2d_end_ = 0, d2h_end_ = 0;
   uint32_t h2d_action_ = 0, d2h_action_ = 0;
+  bool paging_ = false;          // a paged op runs: no copy starts
+  bool drain_ = false;           // a paged op is ready but for the copy engines: no new copy starts
+  uint64_t paged_end_used_ = 0;  // device bytes once the running paged op ends
+  std::vector<trace::BufferId> paged_home_;  // its live operands that end in host memory
   std::string fail_;
 };
 
@@ -439,6 +530,16 @@ SimInput MakeSimInput(const trace::Iteration& it, const HwProfile& hw, uint64_t 
   in.op_seconds = OpTimes(it, hw);
   in.hw = hw;
   in.capacity = capacity;
+  in.working_set.resize(it.ops.size());
+  for (size_t i = 0; i < it.ops.size(); ++i) {
+    const OpAccess& a = in.access.ops[i];
+    uint64_t bytes = 0;
+    for (trace::BufferId b : a.reads) bytes += it.buffers[b].bytes;
+    for (trace::BufferId b : a.writes) {
+      if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) bytes += it.buffers[b].bytes;
+    }
+    in.working_set[i] = bytes;
+  }
   return in;
 }
 

@@ -11,15 +11,17 @@ namespace karma::policy {
 namespace {
 
 constexpr StrategyInfo kStrategies[] = {
-    {"incore", "everything on the device; infeasible above capacity (the ideal time)", true},
-    {"um", "managed memory paged on demand (faults, LRU eviction), no plan", false},
-    {"vdnn", "vDNN: offload layer inputs in forward, prefetch one layer ahead in backward, per-layer sync", true},
+    {"incore", "everything on the device; infeasible above capacity (the ideal time)", true, false},
+    {"um", "managed memory paged on demand (faults, LRU eviction), no plan", false, true},
+    {"vdnn", "vDNN: offload layer inputs in forward, prefetch one layer ahead in backward, per-layer sync", true,
+     false},
     {"superneurons", "SuperNeurons: recompute cheap layers, offload conv outputs (LRU), prefetch one layer ahead",
-     true},
-    {"checkpoint", "Chen et al. sqrt(N) checkpointing: keep segment boundaries, recompute segments", true},
+     true, false},
+    {"checkpoint", "Chen et al. sqrt(N) checkpointing: keep segment boundaries, recompute segments", true, false},
     {"capacity", "capacity-based swapping: swap out only what cannot stay, prefetch FIFO as early as capacity allows",
+     true, true},
+    {"karma", "KARMA: blocks of layers, capacity-based swapping with interleaved recompute (best simulated)", true,
      true},
-    {"karma", "KARMA: blocks of layers, capacity-based swapping with interleaved recompute (best simulated)", true},
 };
 
 }  // namespace

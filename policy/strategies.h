@@ -14,6 +14,7 @@ struct StrategyInfo {
   const char* name;
   const char* summary;
   bool has_plan;  // false for um: the driver pages on demand
+  bool managed;   // runs over managed memory: an op larger than the capacity still runs, paged
 };
 // incore, um, vdnn, superneurons, checkpoint, capacity, karma: the order tables print them in.
 std::span<const StrategyInfo> AllStrategies();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "policy/cost_model.h"
 #include "runtime/common/units.h"
 
 namespace karma::policy {
@@ -31,8 +32,8 @@ SimResult SimulateUnifiedMemory(const SimInput& in, const SimOptions& options) {
   std::vector<std::pair<size_t, size_t>> range(it.buffers.size());  // pages [first, second) of each buffer
   for (size_t b = 0; b < it.buffers.size(); ++b) {
     range[b].first = pages.size();
-    for (uint64_t off = 0; off < it.buffers[b].bytes; off += kUmPageBytes) {
-      pages.push_back({static_cast<trace::BufferId>(b), std::min(kUmPageBytes, it.buffers[b].bytes - off)});
+    for (uint64_t off = 0; off < it.buffers[b].bytes; off += kManagedPageBytes) {
+      pages.push_back({static_cast<trace::BufferId>(b), std::min(kManagedPageBytes, it.buffers[b].bytes - off)});
     }
     range[b].second = pages.size();
   }
@@ -80,28 +81,36 @@ SimResult SimulateUnifiedMemory(const SimInput& in, const SimOptions& options) {
       }
       uint64_t own = 0;
       for (trace::BufferId b : touched) own += it.buffers[b].bytes;
-      if (own > in.capacity) {
-        r.feasible = false;
-        r.reason = fmt::format("op {} ({}) touches {}, more than the capacity {}", op, it.ops[op].name,
-                               FormatBytes(own), FormatBytes(in.capacity));
-        return r;
-      }
+      // An op whose pages exceed the capacity streams through them: each page touched in turn becomes the most
+      // recent, and its own earliest pages are evicted to make room for its later ones.
+      const bool streams = own > in.capacity;
+      auto touch = [&](size_t p) {
+        lru.erase({pages[p].last_touch, p});
+        pages[p].last_touch = clock;
+        lru.insert({clock, p});
+      };
       ++clock;
-      // Protect this op's pages from eviction while its faults are served.
+      // Otherwise, protect this op's pages from eviction while its faults are served.
       for (trace::BufferId b : touched) {
-        for (size_t p = range[b].first; p < range[b].second; ++p) {
-          if (!pages[p].resident) continue;
-          lru.erase({pages[p].last_touch, p});
-          pages[p].last_touch = clock;
-          lru.insert({clock, p});
+        for (size_t p = range[b].first; p < range[b].second && !streams; ++p) {
+          if (pages[p].resident) touch(p);
         }
       }
       double fault_s = 0, evict_s = 0;
       for (trace::BufferId b : touched) {
         const bool migrate = created[b];
         for (size_t p = range[b].first; p < range[b].second; ++p) {
-          if (pages[p].resident) continue;
+          if (streams) ++clock;
+          if (pages[p].resident) {
+            if (streams) touch(p);
+            continue;
+          }
           while (used + pages[p].bytes > in.capacity) {
+            if (lru.empty()) {
+              r.feasible = false;
+              r.reason = fmt::format("the capacity {} is below one page", FormatBytes(in.capacity));
+              return r;
+            }
             const size_t victim = lru.begin()->second;  // the op's own pages are the most recent
             evict_s += static_cast<double>(pages[victim].bytes) / in.hw.d2h_bw;
             if (measured) r.swap_out_bytes += pages[victim].bytes;
@@ -116,6 +125,7 @@ SimResult SimulateUnifiedMemory(const SimInput& in, const SimOptions& options) {
         created[b] = true;
       }
       if (measured) {
+        if (streams) r.paged_ops++;
         r.stall_s += fault_s + evict_s;
         r.h2d_busy_s += fault_s;
         r.d2h_busy_s += evict_s;

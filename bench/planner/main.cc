@@ -16,6 +16,7 @@
 #include "runtime/common/units.h"
 #include "runtime/trace/analysis.h"
 #include "runtime/trace/load.h"
+#include "solver/planner.h"
 
 namespace {
 
@@ -59,7 +60,15 @@ int main(int argc, char** argv) {
   app.add_option("--markdown", markdown, "also write the tables as markdown to this file");
   app.add_flag("--append", append, "append to the markdown file (a further set of workloads) instead of replacing it");
   app.add_option("--heading", heading, "markdown section heading for this set of workloads");
+  std::string solver_kind = "ilp";
+  app.add_option("--solver", solver_kind,
+                 "how karma plans: heuristic (Planner I) or ilp (Planner II: the faster of the heuristic and the GLPK plans)")
+      ->check(CLI::IsMember({"heuristic", "ilp"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  solver::SolverOptions solver_options;
+  solver_options.progress = nullptr;
+  solver::ParseSolverKind(solver_kind, &solver_options.kind);
   if (!k_list.empty()) {
     ks.clear();
     for (const std::string& part : CLI::detail::split(k_list, ',')) {
@@ -104,8 +113,8 @@ int main(int argc, char** argv) {
     const std::string label = std::filesystem::path(path).stem().string();
     fmt::print("\n{} ({} ops, in-core peak {}, ", label, it.ops.size(), FormatBytes(peak));
     std::string table = fmt::format(
-        "\n## {}\n\n{} ({}), {} ops, in-core peak {}, largest op {} ({}: below that capacity no strategy can run "
-        "it)",
+        "\n## {}\n\n{} ({}), {} ops, in-core peak {}, largest op {} ({}: below that capacity only the strategies "
+        "over managed memory, um, capacity and karma, can run it, paged)",
         label, it.model, it.source, it.ops.size(), FormatBytes(peak), FormatBytes(largest.bytes),
         it.ops[largest.op].name);
     bool header = false;
@@ -129,7 +138,7 @@ int main(int argc, char** argv) {
         header = true;
       }
       for (const std::string& n : names) {
-        policy::Evaluation e = policy::Evaluate(n, in, {.record_events = true});
+        policy::Evaluation e = solver::Evaluate(n, in, {.record_events = true}, solver_options);
         if (e.feasible && !e.plan.strategy.empty()) {
           if (Status st = policy::CheckSchedule(in, e.plan, e.sim); !st.ok()) {
             fmt::print(stderr, "bench_planner: {} at k={}: {}: {}\n", label, k, n, st.message());

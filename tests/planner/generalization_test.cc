@@ -36,8 +36,16 @@ void ExpectInvariants(const std::vector<WorkloadEval>& evals) {
         EXPECT_LE(ev.peak_bytes, e.capacity) << name;
       }
     }
-    // Feasible wherever the largest op fits (an LSTM's loss layer is larger than its ideal peak / 3).
-    EXPECT_EQ(e.karma().feasible, e.op_floor <= e.capacity) << e.karma().reason;
+    // Feasible everywhere; where the largest op does not fit (an LSTM's loss layer is larger than its ideal
+    // peak / 3), over managed memory only.
+    EXPECT_TRUE(e.karma().feasible) << e.karma().reason;
+    if (e.op_floor > e.capacity) {
+      for (const StrategyInfo& info : AllStrategies()) {
+        if (!info.managed) {
+          EXPECT_FALSE(e.by_strategy.at(info.name).feasible) << info.name;
+        }
+      }
+    }
     if (!e.karma().feasible) continue;
     for (const char* other : {"capacity", "checkpoint"}) {
       const StrategyEval& o = e.by_strategy.at(other);
@@ -62,10 +70,11 @@ KarmaSummary EvaluateAndReport(const char* label, const std::vector<std::string>
 
 TEST(Generalization, DevelopmentGraphs) {
   const KarmaSummary s = EvaluateAndReport("development graphs", {std::begin(kDevelopmentGraphs), std::end(kDevelopmentGraphs)});
-  // The shared workloads' targets hold here too (measured: 1.87x and 1.16x).
+  // The shared workloads' targets hold here too (measured: 1.94x and 1.16x; 1.87x before the LSTM at k = 3 and
+  // 4, whose loss layer alone exceeds the capacity, ran paged).
   EXPECT_GE(s.speedup_over_best_old, 1.5);
   EXPECT_LE(s.slowdown_vs_incore_k2, 1.3);
-  EXPECT_EQ(s.karma_feasible, 13);  // the LSTM's loss layer alone exceeds its ideal peak / 3 and / 4
+  EXPECT_EQ(s.karma_feasible, 15);
 }
 
 TEST(Generalization, HeldOutGraphs) {

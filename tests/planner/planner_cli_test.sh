@@ -8,6 +8,8 @@ data=$2
 case_name=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Plans are planned afresh (no plan cache under $HOME) in every case.
+export KARMA_PLAN_CACHE=off
 fails=0
 resnet=$data/workloads/resnet50-b128.json
 

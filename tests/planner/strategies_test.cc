@@ -43,15 +43,17 @@ TEST(Karma, MeetsTheTargetsOnTheSharedWorkloads) {
     for (double k : {2.0, 3.0, 4.0}) evals.push_back(EvaluateWorkload(it, k, /*check=*/false));
   }
   const KarmaSummary s = Summarize(evals);
-  // KARMA is feasible wherever any tensor-granularity plan can be: where the largest single op's own buffers
-  // fit. VGG-16 at batch 64 has an op (conv1_2's backward) that touches 2.30 GiB, more than its ideal peak / 3
-  // (1.98 GiB): there, and only there, every strategy is infeasible.
+  // KARMA is feasible everywhere. VGG-16 at batch 64 has ops (conv1_2's backward) that touch 2.30 GiB, more
+  // than its ideal peak / 3 (1.98 GiB) and / 4 (1.48 GiB, below the 1.58 GiB of persistent data too): over
+  // managed memory they run paged, so um, capacity and karma stay feasible, while the strategies that allocate
+  // device memory explicitly cannot run them.
   for (const WorkloadEval& e : evals) {
     SCOPED_TRACE(::testing::Message() << e.model << " k=" << e.k);
-    if (e.op_floor <= e.capacity) {
-      EXPECT_TRUE(e.karma().feasible) << e.karma().reason;
-    } else {
-      for (const auto& [name, ev] : e.by_strategy) EXPECT_FALSE(ev.feasible) << name;
+    EXPECT_TRUE(e.karma().feasible) << e.karma().reason;
+    if (e.op_floor > e.capacity) {
+      for (const StrategyInfo& info : AllStrategies()) {
+        EXPECT_EQ(e.by_strategy.at(info.name).feasible, info.managed) << info.name;
+      }
     }
     if (!e.karma().feasible) continue;
     EXPECT_GE(e.karma().iteration_s, e.ideal_s * (1 - 1e-9));  // never faster than in-core
@@ -62,7 +64,7 @@ TEST(Karma, MeetsTheTargetsOnTheSharedWorkloads) {
       }
     }
   }
-  EXPECT_EQ(s.karma_feasible, 7);
+  EXPECT_EQ(s.karma_feasible, 9);
   // At least 1.5x faster than the best of vDNN, SuperNeurons and UM (geometric mean) ...
   EXPECT_GE(s.speedup_over_best_old, 1.5);
   // ... and within 1.3x of in-core at k = 2.

@@ -185,13 +185,16 @@ int RunPlan(const PlanArgs& a) {
   if (!p) return kExitFailure;
   const policy::SimInput& in = p->in;
   const double ideal_s = policy::IdealSeconds(in.op_seconds);
-  policy::Evaluation e = policy::Evaluate(a.strategy, in, {.record_events = true, .record_memory = true});
+  KarmaPlanning karma;
+  policy::Evaluation e =
+      EvaluateStrategy(a.planning, in, a.strategy, {.record_events = true, .record_memory = true}, &karma);
   if (!e.feasible) {
     if (a.json) {
       fmt::print("{}\n", nlohmann::json{{"strategy", a.strategy}, {"feasible", false}, {"reason", e.reason}}.dump(2));
       return kExitOk;
     }
     fmt::print("{} on {}, capacity {}: infeasible: {}\n", a.strategy, in.hw.name, FormatBytes(in.capacity), e.reason);
+    PrintKarmaPlanning(karma);
     return kExitOk;
   }
   if (Status st = policy::CheckSchedule(in, e.plan, e.sim); !st.ok()) return Fail(st);
@@ -220,6 +223,7 @@ int RunPlan(const PlanArgs& a) {
     for (const policy::Block& b : blocks) {
       j["blocks"].push_back({{"first_op", b.first_op}, {"last_op", b.last_op}, {"mode", policy::Name(b.mode)}});
     }
+    if (karma.ran) j.update(KarmaPlanningJson(karma));
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -228,6 +232,7 @@ int RunPlan(const PlanArgs& a) {
   fmt::print("{:.1f} ms per iteration, {:.2f}x in-core ({:.1f} ms); occupancy {:.0f}%\n", Ms(e.sim.iteration_s),
              e.sim.iteration_s / ideal_s, Ms(ideal_s), 100 * e.sim.Occupancy());
   if (!e.plan.note.empty()) fmt::print("{}\n", e.plan.note);
+  PrintKarmaPlanning(karma);
   fmt::print("\nstages (Fi, Bi: forward, backward of block i; Ri: its recompute; U: optimizer; A||B: B beside A;\n"
              "Siout, Siin: block i's data to, from the host; Pout, Pin: weights, gradients, optimizer state):\n{}\n\n",
              notation);

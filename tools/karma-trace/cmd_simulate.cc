@@ -52,6 +52,10 @@ nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& i
   j["peak_bytes"] = s.peak_bytes;
   j["h2d_busy_ms"] = Ms(s.h2d_busy_s);
   j["d2h_busy_ms"] = Ms(s.d2h_busy_s);
+  j["paged_ops"] = s.paged_ops;
+  j["paging_ms"] = Ms(s.paging_s);
+  j["paged_in_bytes"] = s.paged_in_bytes;
+  j["paged_out_bytes"] = s.paged_out_bytes;
   if (!e.plan.strategy.empty()) {
     const policy::PlanCounts c = policy::CountActions(e.plan, *in.it);
     j["actions"] = {{"swap_out", c.swap_outs}, {"swap_in", c.swap_ins}, {"discard", c.discards},
@@ -95,12 +99,13 @@ int RunSimulate(const SimulateArgs& a) {
   const policy::SimInput& in = p->in;
   const double ideal_s = policy::IdealSeconds(in.op_seconds);
   policy::Evaluation e;
+  KarmaPlanning karma;
   if (!a.plan_file.empty()) {
     bool ok = false;
     e = EvaluatePlanFile(a.plan_file, in, &ok);
     if (!ok) return kExitFailure;
   } else {
-    e = policy::Evaluate(a.strategy, in, {.record_events = true});
+    e = EvaluateStrategy(a.planning, in, a.strategy, {.record_events = true}, &karma);
   }
   if (e.feasible && !e.plan.strategy.empty()) {
     // Every plan the simulator accepts is replayed by the independent checker before it is reported.
@@ -110,13 +115,16 @@ int RunSimulate(const SimulateArgs& a) {
     if (Status st = policy::WritePlanFile(a.save_plan, e.plan); !st.ok()) return Fail(st);
   }
   if (a.json) {
-    fmt::print("{}\n", ResultJson(e, in, ideal_s).dump(2));
+    nlohmann::json j = ResultJson(e, in, ideal_s);
+    if (karma.ran) j.update(KarmaPlanningJson(karma));
+    fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("{} on {}, capacity {} (in-core peak {})\n", e.strategy, in.hw.name, FormatBytes(in.capacity),
              FormatBytes(p->ideal_peak));
   if (!e.feasible) {
     fmt::print("infeasible: {}\n", e.reason);
+    PrintKarmaPlanning(karma);
     return kExitOk;
   }
   const policy::SimResult& s = e.sim;
@@ -129,6 +137,10 @@ int RunSimulate(const SimulateArgs& a) {
   fmt::print("occupancy   over time, % per twentieth of the iteration:{}\n", slices);
   fmt::print("transfers   in {} ({:.1f} ms), out {} ({:.1f} ms)\n", FormatBytes(s.swap_in_bytes), Ms(s.h2d_busy_s),
              FormatBytes(s.swap_out_bytes), Ms(s.d2h_busy_s));
+  if (s.paged_ops > 0) {
+    fmt::print("paging      {} ops larger than the capacity ran paged: {:.1f} ms, {} faulted in, {} evicted\n",
+               s.paged_ops, Ms(s.paging_s), FormatBytes(s.paged_in_bytes), FormatBytes(s.paged_out_bytes));
+  }
   fmt::print("peak        {}\n", FormatBytes(s.peak_bytes));
   if (!e.plan.strategy.empty()) {
     const policy::PlanCounts c = policy::CountActions(e.plan, *in.it);
@@ -136,6 +148,7 @@ int RunSimulate(const SimulateArgs& a) {
                c.swap_ins, c.discards, c.recomputes, c.recomputed_ops, e.plan.blocks.size());
     if (!e.plan.note.empty()) fmt::print("            {}\n", e.plan.note);
   }
+  PrintKarmaPlanning(karma);
   if (!a.save_plan.empty()) fmt::print("wrote {}\n", a.save_plan);
   return kExitOk;
 }
@@ -158,8 +171,9 @@ int RunCompare(const CompareArgs& a) {
                                                                                         : TextTable::kRight);
   }
   t.AddColumn("note", TextTable::kLeft);
+  KarmaPlanning karma;
   for (const policy::StrategyInfo& info : policy::AllStrategies()) {
-    policy::Evaluation e = policy::Evaluate(info.name, in, {.record_events = true});
+    policy::Evaluation e = EvaluateStrategy(a.planning, in, info.name, {.record_events = true}, &karma);
     if (e.feasible && !e.plan.strategy.empty()) {
       if (Status st = policy::CheckSchedule(in, e.plan, e.sim); !st.ok()) return Fail(st);
     }
@@ -175,10 +189,10 @@ int RunCompare(const CompareArgs& a) {
               fmt::format("{:.2f}", ToGiB(s.peak_bytes)), e.plan.note});
   }
   if (a.json) {
-    fmt::print("{}\n", nlohmann::json{{"profile", in.hw.name}, {"capacity_bytes", in.capacity},
-                                      {"ideal_ms", Ms(ideal_s)}, {"ideal_peak_bytes", p->ideal_peak},
-                                      {"strategies", rows}}
-                           .dump(2));
+    nlohmann::json j{{"profile", in.hw.name}, {"capacity_bytes", in.capacity}, {"ideal_ms", Ms(ideal_s)},
+                     {"ideal_peak_bytes", p->ideal_peak}, {"strategies", rows}};
+    j.update(KarmaPlanningJson(karma));
+    fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("{} on {}: capacity {} = in-core peak {} / {:.2f}; in-core {:.1f} ms\n\n",
@@ -186,6 +200,8 @@ int RunCompare(const CompareArgs& a) {
              FormatBytes(p->ideal_peak), static_cast<double>(p->ideal_peak) / static_cast<double>(in.capacity),
              Ms(ideal_s));
   t.Print();
+  fmt::print("\n");
+  PrintKarmaPlanning(karma);
   return kExitOk;
 }
 

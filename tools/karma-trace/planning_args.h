@@ -4,9 +4,14 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "policy/simulator.h"
+#include "policy/strategies.h"
+#include "solver/plan_cache.h"
+#include "solver/planner.h"
 #include "runtime/trace/model.h"
 
 namespace karma::tools {
@@ -16,6 +21,9 @@ struct PlanningArgs {
   std::string gpu = "v100-16g-pcie3";
   std::string capacity;  // bytes, units, or a fraction of the profile's memory
   double pressure = 0;   // > 0: capacity = ideal in-core peak / pressure
+  std::string solver = "ilp";         // how karma plans: heuristic or ilp (Planner II)
+  double solver_time_limit_s = 6;     // wall clock for one karma plan with --solver ilp
+  std::string plan_cache;             // directory, "off", or empty: solver::DefaultPlanCacheDir()
 };
 void AddPlanningOptions(CLI::App* sub, PlanningArgs* args);
 
@@ -27,5 +35,18 @@ struct PlanningInput {
 };
 // Loads the file and resolves profile and capacity; prints the error and returns null on failure.
 std::unique_ptr<PlanningInput> ResolvePlanningInput(const PlanningArgs& args);
+
+// What planning karma did (Planner II, the plan cache), for the commands' output.
+struct KarmaPlanning {
+  bool ran = false;  // karma was planned or loaded
+  solver::SolveReport report;
+  solver::CacheOutcome cache;
+};
+// Plans (or pages, for um) and simulates one strategy; karma through Planner II and the plan cache.
+policy::Evaluation EvaluateStrategy(const PlanningArgs& args, const policy::SimInput& in, std::string_view strategy,
+                                    const policy::SimOptions& sim, KarmaPlanning* karma);
+// "solver ..." and "plan cache ..." lines (nothing when karma did not run), and the same as JSON.
+void PrintKarmaPlanning(const KarmaPlanning& k);
+nlohmann::json KarmaPlanningJson(const KarmaPlanning& k);
 
 }  // namespace karma::tools
