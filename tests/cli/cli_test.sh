@@ -5,11 +5,7 @@ set -uo pipefail
 kt=$1
 data=$2
 case_name=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "${BASH_SOURCE[0]}")/../common/cli_lib.sh"
 
 # expect_error DESCRIPTION CMD...: the command must fail with 0 < code < 128 and say something on stderr.
 expect_error() {
@@ -160,4 +156,4 @@ PY
 
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
-((fails == 0)) || { echo "$fails failure(s)"; exit 1; }
+cli_finish

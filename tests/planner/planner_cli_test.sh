@@ -6,16 +6,10 @@ set -uo pipefail
 kt=$1
 data=$2
 case_name=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../common/cli_lib.sh"
 # Plans are planned afresh (no plan cache under $HOME) in every case.
 export KARMA_PLAN_CACHE=off
-fails=0
 resnet=$data/workloads/resnet50-b128.json
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# py EXPR FILE: evaluates EXPR with d = the JSON object in FILE; exits non-zero when it is false.
-check() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$2"; }
 
 expect_exit() {
   local want=$1 what=$2
@@ -103,4 +97,4 @@ case $case_name in
 
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
-((fails == 0))
+cli_finish

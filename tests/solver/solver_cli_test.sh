@@ -9,11 +9,7 @@ resnet=$2/workloads/resnet50-b128.json
 # a slow (sanitized) build still leaves GLPK time after the heuristic.
 vgg=$2/workloads/vgg16-b64.json
 limit=(--solver-time-limit 60)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-check() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" "$2"; }
+source "$(dirname "${BASH_SOURCE[0]}")/../common/cli_lib.sh"
 export KARMA_PLAN_CACHE=off
 
 "$kt" simulate "$resnet" --pressure 3 --strategy karma --solver heuristic >"$work/h.txt" || fail "simulate --solver heuristic"
@@ -51,4 +47,5 @@ grep -q "^karma " "$work/cmp.txt" && grep -q "^solver      heuristic" "$work/cmp
 grep -q "^solver      heuristic" "$work/plan.txt" || fail "plan output"
 "$kt" simulate "$resnet" --solver magic >/dev/null 2>&1 && fail "an unknown solver was accepted"
 
-((fails == 0)) && echo "ok   solver CLI" || exit 1
+cli_finish
+echo "ok   solver CLI"
