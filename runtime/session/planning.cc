@@ -94,6 +94,9 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   const std::vector<bool> can = RecomputableByExecutor(rec);
   for (size_t i = 0; i < in.access.recomputable.size(); ++i) {
     const bool excluded = i < req.no_recompute.size() && req.no_recompute[i];
+    if (in.access.recomputable[i] && !can[i]) {
+      KARMA_LOG(kDebug, "op {} ({}) cannot be recomputed by the executor", i, rec.it.ops[i].name);
+    }
     in.access.recomputable[i] = in.access.recomputable[i] && can[i] && !excluded;
   }
   policy::Evaluation e = policy::Evaluate("karma", in);
