@@ -128,7 +128,7 @@ trace)
   "$bin/karma-trace" summary "$trace" >"$tmp/summary" || fail "karma-trace summary fails"
   grep -Eq "ops +[0-9]+: forward [0-9]+, backward [0-9]+, optimizer [0-9]+" "$tmp/summary" ||
     fail "no phases inferred: $(cat "$tmp/summary")"
-  "$bin/karma-trace" plan "$trace" --capacity 0.9 --svg "$tmp/plan.svg" >/dev/null || fail "karma-trace plan fails"
+  "$bin/karma-trace" plan "$trace" --capacity "$(( mem_mib * 9 / 10 ))MiB" --svg "$tmp/plan.svg" >/dev/null || fail "karma-trace plan fails"
   [[ -s $tmp/plan.svg ]] || fail "no plan picture"
   "$bin/karma-trace" export "$trace" --json "$tmp/it.json" --chrome "$tmp/chrome.json" >/dev/null ||
     fail "karma-trace export fails"
