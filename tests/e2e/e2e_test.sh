@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of libkarma.so on simcuda: the trainer apps beyond device memory, with and without KARMA.
 #   e2e_test.sh SRC BUILD CASE MEM
-# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace
+# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4
@@ -135,6 +135,17 @@ trace)
   "$bin/karma-trace" simulate "$trace" --plan "$plan" --capacity "$(( mem_mib * 9 / 10 ))MiB" >"$tmp/sim" 2>&1 ||
     fail "karma-trace simulate of the runtime's plan fails: $(cat "$tmp/sim")"
   head -3 "$tmp/summary"
+  ;;
+stress)
+  # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
+  # live: 1.5x the device). The program checks every value on the host.
+  for mode in auto record um; do
+    run stress --mem "$mem" --karma --mode $mode -- "$bin/e2e_stress" 20 $((mem_mib / 8))
+    [[ $rc == 0 ]] || fail "stress under KARMA_MODE=$mode: exit $rc: $(tail -5 "$tmp/stress.err")"
+    grep -q '^ok: 4 threads' "$tmp/stress.out" || fail "stress under KARMA_MODE=$mode: $(cat "$tmp/stress.out")"
+    echo "KARMA_MODE=$mode: $(cat "$tmp/stress.out")"
+    grep '^karma: mode' "$tmp/stress.err"
+  done
   ;;
 *) fail "unknown case $case" ;;
 esac
