@@ -650,7 +650,6 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     for (trace::OpId op : rc.ops) rejected_ops_[op] = true;
     KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
               rc.before, why);
-    stats_->divergences.fetch_add(0, std::memory_order_relaxed);
     request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
   };
   if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) {

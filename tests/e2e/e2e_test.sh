@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of libkarma.so on simcuda: the trainer apps beyond device memory, with and without KARMA.
 #   e2e_test.sh SRC BUILD CASE MEM
-# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | stress
+# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | inplace | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4
@@ -135,6 +135,18 @@ trace)
   "$bin/karma-trace" simulate "$trace" --plan "$plan" --capacity "$(( mem_mib * 9 / 10 ))MiB" >"$tmp/sim" 2>&1 ||
     fail "karma-trace simulate of the runtime's plan fails: $(cat "$tmp/sim")"
   head -3 "$tmp/summary"
+  ;;
+inplace)
+  # mlp_trainer --inplace-input halves each layer's input in place after its GEMM: recomputes that would re-run
+  # ops on changed or freed inputs fail their validation, are rejected and planned away; results stay exact.
+  args=(--iters 12 --footprint $((2 * mem_mib))MiB --alloc async --inplace-input)
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -5 "$tmp/karma.err")"
+  same ref karma
+  grep -q "recompute of .* rejected" "$tmp/karma.err" || fail "no recompute rejected: $(cat "$tmp/karma.err")"
+  grep -c "recompute of .* rejected" "$tmp/karma.err" | sed 's/$/ recomputes rejected/'
+  grep '^karma: mode auto' "$tmp/karma.err"
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
