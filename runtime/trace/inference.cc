@@ -75,9 +75,16 @@ void InferKinds(Iteration& it) {
     }
     if (op.phase != Phase::kOptimizer) ForEachBuffer(op, [&](BufferId b) { used_outside_opt[b] = true; });
   }
+  // Persistent: alive across iterations, i.e. not allocated inside this one. (The lifetime rule "read before
+  // written" misses what one op reads and writes, such as a momentum buffer, and gradients an iteration
+  // overwrites before reading.)
+  std::vector<bool> allocated_inside(n, false);
+  for (const Event& e : it.events) {
+    if (e.kind == EventKind::kAlloc && e.buffer < n) allocated_inside[e.buffer] = true;
+  }
   for (size_t b = 0; b < n; ++b) {
     Buffer& buf = it.buffers[b];
-    if (buf.kind != BufferKind::kOther || !lt[b].persistent) continue;
+    if (buf.kind != BufferKind::kOther || allocated_inside[b] || lt[b].first == kNone) continue;
     if (read_fwd[b] && written_opt[b]) {
       buf.kind = BufferKind::kParam;
     } else if (written_bwd[b] && read_opt[b]) {

@@ -17,7 +17,7 @@ namespace karma::trace {
 // Does nothing when any op already has a phase.
 void InferPhases(Iteration& it);
 
-// Kinds of persistent buffers of kind `other` (after InferPhases): read in forward and written by the optimizer
+// Kinds of persistent buffers (not allocated inside the iteration) of kind `other` (after InferPhases): read in forward and written by the optimizer
 // -> param; written in backward and read by the optimizer -> grad; otherwise touched only by the optimizer ->
 // state. Other buffers keep their kind.
 void InferKinds(Iteration& it);
