@@ -197,6 +197,9 @@ void Executor::StartIterationLocked(uint64_t n) {
     checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
+    replayed_ = 0;
+    peak_position_ = static_cast<uint32_t>(
+        std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
     KARMA_LOG(kInfo, "replaying the plan from iteration {}: {}",
               stats_->iteration.load(std::memory_order_relaxed), prog_->summary);
   }
@@ -230,7 +233,9 @@ void Executor::StartIterationLocked(uint64_t n) {
   busy_from_ = iteration_start_;
   busy_to_ = start;
   iteration_start_ = start;
-  SampleDeviceLocked();
+  // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
+  // second on, at its start and where the plan holds the most.
+  if (++replayed_ > 1) SampleDeviceLocked();
   IssueLocked(0, p.stream[0]);
 }
 
@@ -277,6 +282,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
       stalls_.push_back({waiting, done});
     }
+    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked();
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back
@@ -289,16 +295,6 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (api_.cudaMemGetInfo(&free, &total) == cudaSuccess) {
         KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
                   static_cast<double>(total - free) / (1 << 20), static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
-        if (getenv("KARMA_DEBUG_LIVE") != nullptr && pos == static_cast<uint32_t>(atoi(getenv("KARMA_DEBUG_LIVE")))) {
-          std::string live;
-          for (uint32_t b = 0; b < prog.buffers.size(); ++b) {
-            Range r;
-            if (!AddressLocked(b, &r) || away_[b]) continue;
-            if (!prog.buffers[b].allocated_inside) continue;
-            live += fmt::format(" {}:{:.1f}", b, static_cast<double>(r.bytes) / (1 << 20));
-          }
-          KARMA_LOG(kDebug, "live:{}", live);
-        }
       }
     }
   } catch (...) {

@@ -41,7 +41,8 @@ namespace karma::rt {
 // buffer the executor had moved off the device and not brought back, which demand paging serves — prefetch
 // hits (complete when needed) and misses, stalls — for each miss, the time from when the waiting stream would
 // have started the op to the prefetch's completion, from CUDA events — and iteration times between iteration
-// starts, also from events on the application's stream. Peak device residency comes from cudaMemGetInfo.
+// starts, also from events on the application's stream. Peak device residency comes from cudaMemGetInfo, sampled
+// at each iteration start and at the op where the plan holds the most, from the second replayed iteration on.
 class Executor {
  public:
   static constexpr uint32_t kNoPosition = UINT32_MAX;
@@ -151,6 +152,8 @@ class Executor {
   std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
   std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
   uint32_t divergent_streak_ = 0;
+  uint32_t replayed_ = 0;       // iterations of the running program started so far
+  uint32_t peak_position_ = 0;  // where the program plans the most device bytes (residency is sampled there)
   uint32_t rerecord_requests_ = 0;
 
   struct Deferred {
