@@ -97,6 +97,9 @@ class LastErrorScope {
   bool failed_ = false;
 };
 
+// The real device memory (cudaMemGetInfo) without leaving an error for the application; false when unknown.
+bool RealMemGetInfo(const CudaApi& api, size_t* free, size_t* total);
+
 // Fills every entry with `resolve(lib, name)` (nullptr where a symbol is missing).
 using SymbolResolver = void* (*)(CudaLib lib, const char* name);
 CudaApi LoadCudaApi(SymbolResolver resolve);

@@ -104,13 +104,8 @@ cudaEvent_t Executor::RecordLocked(StreamKey stream) {
 }
 
 void Executor::SampleDeviceLocked() {
-  if (api_.cudaMemGetInfo == nullptr) return;
   size_t free = 0, total = 0;
-  LastErrorScope errors(api_);
-  if (api_.cudaMemGetInfo(&free, &total) != cudaSuccess) {
-    errors.Failed();
-    return;
-  }
+  if (!RealMemGetInfo(api_, &free, &total)) return;
   const uint64_t used = total > free ? total - free : 0;
   uint64_t peak = peak_device_.load(std::memory_order_relaxed);
   while (used > peak && !peak_device_.compare_exchange_weak(peak, used)) {
@@ -289,10 +284,9 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       stats_->faults.fetch_add(1, std::memory_order_relaxed);
     }
     *wants_launch = prog.in_recompute[pos];
-    if (LogEnabled(LogLevel::kDebug) && api_.cudaMemGetInfo != nullptr) {
+    if (LogEnabled(LogLevel::kDebug)) {
       size_t free = 0, total = 0;
-      LastErrorScope errors(api_);
-      if (api_.cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      if (RealMemGetInfo(api_, &free, &total)) {
         KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
                   static_cast<double>(total - free) / (1 << 20), static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
       }

@@ -175,13 +175,8 @@ void Session::Degrade(Part part, const std::string& why) noexcept {
 
 void Session::EnsureDeviceInfo() {
   std::call_once(device_info_once_, [this] {
-    if (api_.cudaMemGetInfo == nullptr) return;
     size_t free = 0, total = 0;
-    LastErrorScope errors(api_);
-    if (api_.cudaMemGetInfo(&free, &total) != cudaSuccess) {
-      errors.Failed();
-      return;
-    }
+    if (!RealMemGetInfo(api_, &free, &total)) return;
     stats_->device_total_bytes.store(total, std::memory_order_relaxed);
     stats_->budget_bytes.store(config_.capacity.Resolve(total), std::memory_order_relaxed);
   });
