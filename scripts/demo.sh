@@ -1,20 +1,52 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build, and show karma-trace on a real model iteration.
+# KARMA in one minute on simcuda: a trainer at 3x the simulated device's memory, without and with libkarma.so.
+#   scripts/demo.sh [--app mlp_trainer|skipnet_trainer] [--mem 64MiB] [--iters 10] [--out DIR]
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
-
-"$KARMA_ROOT/scripts/setup.sh"
-karma_build "$KARMA_ROOT/build"
-bin="$KARMA_ROOT/build/bin"
-out="$KARMA_ROOT/build/demo"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+app=mlp_trainer mem=64MiB iters=10 out=""
+while (($#)); do
+  case $1 in
+    --app) app=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    *) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ $mem =~ ^([0-9]+)MiB$ ]] || { echo "demo.sh: --mem takes MiB, e.g. 64MiB" >&2; exit 2; }
+footprint=$((3 * ${BASH_REMATCH[1]}))MiB
+for f in "$root/build/bin/$app" "$root/build/bin/karma-trace" "$root/build/lib/libkarma.so"; do
+  [[ -e $f ]] || { echo "demo.sh: $f is missing: build first (ninja -C build)" >&2; exit 1; }
+done
+out=${out:-$(mktemp -d /tmp/karma-demo.XXXXXX)}
 mkdir -p "$out"
-workload="$KARMA_ROOT/tests/data/workloads/resnet50-b128.json"
+export KARMA_TRACE_DIR=$out/traces
+simrun=("$root/scripts/simrun" --mem "$mem")
+args=(--iters "$iters" --footprint "$footprint" --alloc async)
+step() { printf '\n== %s\n$ %s\n' "$1" "${*:2}"; }
 
-step() { printf '\n== %s\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
-step "What one ResNet-50 training iteration (batch 128) needs" "$bin/karma-trace" summary "$workload"
-step "Import it as a .ktrace" "$bin/karma-trace" import "$workload" -o "$out/resnet50.ktrace"
-step "Live memory; the dashed line is a 16 GiB V100's share for tensors at k=2 pressure" \
-  "$bin/karma-trace" memory "$out/resnet50.ktrace" --rows 12 --capacity 5.31GiB --svg "$out/resnet50-memory.svg"
-step "The ten longest ops on the paper's V100" "$bin/karma-trace" ops "$out/resnet50.ktrace" --sort time --top 10
-step "Export for ui.perfetto.dev" "$bin/karma-trace" export "$out/resnet50.ktrace" --chrome "$out/resnet50.trace.json"
-printf '\nPictures and traces are in %s\n' "$out"
+step "1. $app needs $footprint on a $mem device, without KARMA" "scripts/simrun --mem $mem -- $app ${args[*]}"
+if "${simrun[@]}" -- "$root/build/bin/$app" "${args[@]}"; then
+  echo "(unexpected: it fit)"
+else
+  echo "-> out of memory, as expected"
+fi
+
+step "2. the same under libkarma.so (records an iteration, plans, replays)" \
+  "KARMA_LOG=info scripts/simrun --mem $mem --karma -- $app ${args[*]}"
+KARMA_LOG=info "${simrun[@]}" --karma -- "$root/build/bin/$app" "${args[@]}"
+
+step "3. for comparison: in core on a large device" "scripts/simrun -- $app ${args[*]}"
+"$root/scripts/simrun" -- "$root/build/bin/$app" "${args[@]}" | tail -2
+
+trace=$(ls "$KARMA_TRACE_DIR"/*.ktrace | head -1)
+plan=$(ls "$KARMA_TRACE_DIR"/*.plan.json | head -1)
+step "4. the recorded iteration" "karma-trace summary $trace"
+"$root/build/bin/karma-trace" summary "$trace"
+# libkarma.so plans for KARMA_CAPACITY (0.9) of the device's memory.
+capacity=$(awk -v m="${mem%MiB}" 'BEGIN { printf "%.1fMiB", m * 0.9 }')
+step "5. KARMA's plan for it, with a picture" "karma-trace plan $trace --capacity $capacity --svg $out/plan.svg"
+"$root/build/bin/karma-trace" plan "$trace" --capacity "$capacity" --svg "$out/plan.svg" --stages 20
+echo
+echo "the plan libkarma.so replayed: $plan; the picture: $out/plan.svg"

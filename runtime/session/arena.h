@@ -104,6 +104,8 @@ class Arena {
   // Moves blocks whose stream reached their free back to the free lists.
   void Poll();
   ArenaUsage usage() const;
+  // The bytes an allocation of `size` takes in the arena (what usage().live_bytes counts).
+  static uint64_t SpanOf(uint64_t size);
 
  private:
   struct Block {
@@ -125,7 +127,6 @@ class Arena {
     uint64_t size = 0;
     uint32_t region = 0;
   };
-  static uint64_t SpanOf(uint64_t size);
   uint64_t AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
   bool GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
   bool TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey stream, Block* out);

@@ -56,6 +56,14 @@ LastErrorScope::~LastErrorScope() {
   if (failed_ && clean_before_ && api_.cudaGetLastError != nullptr) (void)api_.cudaGetLastError();
 }
 
+bool RealMemGetInfo(const CudaApi& api, size_t* free, size_t* total) {
+  if (api.cudaMemGetInfo == nullptr) return false;
+  LastErrorScope errors(api);
+  if (api.cudaMemGetInfo(free, total) == cudaSuccess) return true;
+  errors.Failed();
+  return false;
+}
+
 void SetRealSymbolResolver(SymbolResolver resolve) { g_resolver.store(resolve, std::memory_order_release); }
 SymbolResolver RealSymbolResolver() { return g_resolver.load(std::memory_order_acquire); }
 

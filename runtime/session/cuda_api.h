@@ -23,7 +23,8 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
 
 // X(LIB, NAME): LIB is a CudaLib enumerator; NAME the exact exported symbol (versioned names spelled out).
 // Only what the session needs for itself: managed segments, events for stream-ordered reuse and timing,
-// kernel parameter layouts and names, library state needed to read a call's exact operands.
+// kernel parameter layouts and names, library state needed to read a call's exact operands, and the streams,
+// prefetches, discards and copies of the replay executor.
 #define KARMA_CUDA_API_TABLE(X)            \
   X(kCudart, cudaMallocManaged)            \
   X(kCudart, cudaMemGetInfo)               \
@@ -38,6 +39,16 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudart, cudaEventQuery)               \
   X(kCudart, cudaEventSynchronize)         \
   X(kCudart, cudaEventElapsedTime)         \
+  X(kCudart, cudaGetDeviceProperties)      \
+  X(kCudart, cudaStreamCreateWithFlags)    \
+  X(kCudart, cudaStreamDestroy)            \
+  X(kCudart, cudaStreamWaitEvent)          \
+  X(kCudart, cudaStreamSynchronize)        \
+  X(kCudart, cudaMemcpyAsync)              \
+  X(kCudart, cudaMemPrefetchAsync)         \
+  X(kCudart, cudaMemPrefetchBatchAsync)    \
+  X(kCudart, cudaMemDiscardBatchAsync)     \
+  X(kCudart, cudaMemDiscardAndPrefetchBatchAsync) \
   X(kCudart, cudaFuncGetParamInfo)         \
   X(kCudart, cudaFuncGetName)              \
   X(kDriver, cuFuncGetParamInfo)           \
@@ -85,6 +96,9 @@ class LastErrorScope {
   bool clean_before_ = false;
   bool failed_ = false;
 };
+
+// The real device memory (cudaMemGetInfo) without leaving an error for the application; false when unknown.
+bool RealMemGetInfo(const CudaApi& api, size_t* free, size_t* total);
 
 // Fills every entry with `resolve(lib, name)` (nullptr where a symbol is missing).
 using SymbolResolver = void* (*)(CudaLib lib, const char* name);

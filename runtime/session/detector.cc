@@ -57,6 +57,11 @@ bool IterationDetector::Degenerate(uint64_t p, uint64_t i) const {
   return false;
 }
 
+bool IterationDetector::HasLaunch(uint64_t p, uint64_t i) const {
+  const uint64_t before = i >= p ? launches_[(i - p) % capacity_] : 0;
+  return launches_[i % capacity_] > before;
+}
+
 IterationDetector::Step IterationDetector::Lock(uint64_t p, uint64_t i) {
   locked_ = true;
   period_ = p;
@@ -77,16 +82,20 @@ IterationDetector::Step IterationDetector::Lock(uint64_t p, uint64_t i) {
   return Step::kLocked;
 }
 
-IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t live_bytes, bool after_sync) {
+IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t live_bytes, bool after_sync,
+                                                   bool launch) {
   const uint64_t i = n_++;
+  const uint64_t launches = (i == 0 ? 0 : launches_[(i - 1) % capacity_]) + (launch ? 1 : 0);
   if (sig_.size() < capacity_) {
     sig_.push_back(signature);
     live_.push_back(live_bytes);
     sync_.push_back(after_sync ? 1 : 0);
+    launches_.push_back(launches);
   } else {
     sig_[i % capacity_] = signature;
     live_[i % capacity_] = live_bytes;
     sync_[i % capacity_] = after_sync ? 1 : 0;
+    launches_[i % capacity_] = launches;
   }
 
   // Slide every candidate's window by one op. A candidate is proposed at an index >= its period, so every op it
@@ -150,7 +159,7 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
   const Candidate* best = nullptr;
   for (const Candidate& c : candidates_) {
     if (c.banned || c.valid_run == 0 || (best != nullptr && c.period >= best->period)) continue;
-    if (!Degenerate(c.period, i)) best = &c;
+    if (HasLaunch(c.period, i) && !Degenerate(c.period, i)) best = &c;
   }
   return best != nullptr ? Lock(best->period, i) : Step::kSearching;
 }

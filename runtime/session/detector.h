@@ -16,6 +16,8 @@ namespace karma::rt {
 // from the op p earlier; p is valid once it has seen p ops and (nearly) none differ, i.e. the last two p-long
 // stretches are the same. A true period is proposed by the first op of the second iteration, so counting from
 // there costs no time, and each op costs O(candidates), never a scan. The smallest valid candidate wins.
+// A period must contain a kernel or library launch: a set-up loop of copies (uploading weights one tensor after
+// another) repeats too, but it is not the training iteration.
 // Where an iteration starts within the period: at the op before which the fewest bytes are live (training
 // frees its activations between iterations), preferring an op that follows a host synchronization.
 //
@@ -44,9 +46,11 @@ class IterationDetector {
   IterationDetector() : IterationDetector(Options{}) {}
   explicit IterationDetector(Options options);
 
-  // Feeds the next op, before it runs: its signature, the bytes allocated just before it, and whether the host
-  // synchronized with the device since the previous op.
-  Step Observe(uint64_t signature, uint64_t live_bytes, bool after_sync);
+  // Feeds the next op, before it runs: its signature, the bytes allocated before it (not counting what was
+  // allocated since the previous op, which belongs to this op's iteration), whether the host
+  // synchronized with the device since the previous op, and whether it is a launch (kernel or library call) rather
+  // than a copy or memset.
+  Step Observe(uint64_t signature, uint64_t live_bytes, bool after_sync, bool launch = true);
 
   bool locked() const { return locked_; }
   uint64_t period() const { return locked_ ? period_ : 0; }
@@ -73,12 +77,15 @@ class IterationDetector {
   // True when the last p ops repeat with a period shorter than the minimum (one op over and over): such a
   // stretch is a loop, not an iteration.
   bool Degenerate(uint64_t p, uint64_t i) const;
+  // True when ops (i - p, i] include a launch.
+  bool HasLaunch(uint64_t p, uint64_t i) const;
 
   Options options_;
   uint64_t capacity_;              // history kept: two periods of the longest candidate
   std::vector<uint64_t> sig_;      // ring buffers over op indices
   std::vector<uint64_t> live_;
   std::vector<uint8_t> sync_;
+  std::vector<uint64_t> launches_;  // launches among ops [0, i], for op i
   uint64_t n_ = 0;
   // The latest occurrences of signatures, in a direct-mapped table: no allocation per op, and a signature whose
   // slot another one took only loses its proposals until it occurs again.

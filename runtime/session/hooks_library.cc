@@ -1,6 +1,9 @@
 // Hook handlers for cuBLAS GEMMs and cuDNN convolutions: one op each, with the exact operands the API names
 // (reads, writes, workspace), instead of the kernels the library launches internally (those calls pass
 // through: the re-entry guard is set while a library call runs).
+#include <array>
+#include <cstring>
+
 #include "interpose/hooks.h"
 #include "runtime/session/hook_util.h"
 #include "runtime/session/library_ops.h"
@@ -11,14 +14,15 @@ namespace {
 using rt::OpDesc;
 using rt::Session;
 
-// The operands are only worked out while the session observes; otherwise the op is just counted.
+// The operands are only worked out while the session observes or replays (which checks the call's shape);
+// otherwise the op is just counted.
 template <typename Err, typename RealCall, typename Describe>
 Err Library(Err ok, RealCall call, Describe describe) {
   Session* s = Session::Get();
   if (s == nullptr) return call();
   OpDesc d;
   d.kind = trace::OpKind::kLibrary;
-  if (s->observing()) d = describe(s);
+  if (s->observing() || s->replaying()) d = describe(s);
   return rt::Observed(s, d, ok, call);
 }
 
@@ -59,6 +63,34 @@ OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer
   return d;
 }
 
+// A GEMM issued again (recompute) with the recorded arguments: host-side scalars are copied now, device-side ones
+// stay pointers, as the call itself would read them.
+struct Scalars {
+  std::array<unsigned char, 16> alpha{}, beta{};
+  bool on_device = true;
+  const void* alpha_ptr = nullptr;
+  const void* beta_ptr = nullptr;
+  Scalars(const OpDesc& d, const void* a, const void* b, int bytes) : alpha_ptr(a), beta_ptr(b) {
+    // GemmOp lists device-side scalars as operands; otherwise they are host values that must be copied.
+    on_device = d.operands.size() > 3;
+    if (!on_device && a != nullptr && b != nullptr && bytes > 0 && bytes <= 16) {
+      std::memcpy(alpha.data(), a, static_cast<size_t>(bytes));
+      std::memcpy(beta.data(), b, static_cast<size_t>(bytes));
+    } else {
+      on_device = true;
+    }
+  }
+  template <typename T>
+  const T* A() const { return static_cast<const T*>(on_device ? alpha_ptr : alpha.data()); }
+  template <typename T>
+  const T* B() const { return static_cast<const T*>(on_device ? beta_ptr : beta.data()); }
+};
+
+template <typename T>
+T* Map(const rt::AddressMap& map, T* p) {
+  return reinterpret_cast<T*>(map(rt::AddressOf(p)));
+}
+
 }  // namespace
 
 cublasStatus_t cublasSgemm_v2(cublasSgemm_v2_fn real, cublasHandle_t handle, cublasOperation_t transa,
@@ -68,7 +100,14 @@ cublasStatus_t cublasSgemm_v2(cublasSgemm_v2_fn real, cublasHandle_t handle, cub
       CUBLAS_STATUS_SUCCESS, [&] { return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); },
       [&](Session* s) {
         const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
-        return Gemm(s, "cublasSgemm_v2", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
+        OpDesc d = Gemm(s, "cublasSgemm_v2", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
+        if (s->observing() || s->replaying()) {
+          d.relaunch = [=, sc = Scalars(d, alpha, beta, 4)](const rt::AddressMap& map) {
+            return real(handle, transa, transb, m, n, k, sc.A<float>(), Map(map, A), lda, Map(map, B), ldb,
+                        sc.B<float>(), Map(map, C), ldc) == CUBLAS_STATUS_SUCCESS;
+          };
+        }
+        return d;
       });
 }
 
@@ -84,10 +123,17 @@ cublasStatus_t cublasSgemmStridedBatched(cublasSgemmStridedBatched_fn real, cubl
                     batchCount);
       },
       [&](Session* s) {
-        const rt::GemmShape g{m, n, k, batchCount, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
+        const rt::GemmShape g{m, n, k, batchCount, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc,
+                              strideA, strideB, strideC};
         OpDesc d = Gemm(s, "cublasSgemmStridedBatched", handle, g, 4, A, B, C, alpha, beta, CUDA_R_32F, CUDA_R_32F,
                         CUDA_R_32F);
         d.shape = rt::HashMix(rt::HashMix(rt::HashMix(d.shape, strideA), strideB), strideC);
+        if (s->observing() || s->replaying()) {
+          d.relaunch = [=, sc = Scalars(d, alpha, beta, 4)](const rt::AddressMap& map) {
+            return real(handle, transa, transb, m, n, k, sc.A<float>(), Map(map, A), lda, strideA, Map(map, B), ldb,
+                        strideB, sc.B<float>(), Map(map, C), ldc, strideC, batchCount) == CUBLAS_STATUS_SUCCESS;
+          };
+        }
         return d;
       });
 }
@@ -105,9 +151,15 @@ cublasStatus_t cublasGemmEx(cublasGemmEx_fn real, cublasHandle_t handle, cublasO
       },
       [&](Session* s) {
         const rt::GemmShape g{m, n, k, 1, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, lda, ldb, ldc};
-        OpDesc d = Gemm(s, "cublasGemmEx", handle, g, rt::GemmScaleBytes(computeType, Ctype), A, B, C, alpha, beta,
-                        Atype, Btype, Ctype);
+        const int scale = rt::GemmScaleBytes(computeType, Ctype);
+        OpDesc d = Gemm(s, "cublasGemmEx", handle, g, scale, A, B, C, alpha, beta, Atype, Btype, Ctype);
         d.shape = rt::HashMix(d.shape, static_cast<uint64_t>(computeType));
+        if (s->observing() || s->replaying()) {
+          d.relaunch = [=, sc = Scalars(d, alpha, beta, scale)](const rt::AddressMap& map) {
+            return real(handle, transa, transb, m, n, k, sc.A<void>(), Map(map, A), Atype, lda, Map(map, B), Btype,
+                        ldb, sc.B<void>(), Map(map, C), Ctype, ldc, computeType, algo) == CUBLAS_STATUS_SUCCESS;
+          };
+        }
         return d;
       });
 }

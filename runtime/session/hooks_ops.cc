@@ -28,6 +28,16 @@ OpDesc Kernel(const void* func, bool driver, const uint32_t grid[3], const uint3
   return d;
 }
 
+// A launch the executor may issue again for a recompute: the plain forms, with parameters by pointer.
+OpDesc Relaunchable(OpDesc d, rt::LaunchApi api, const void* real, size_t shared_bytes) {
+  if (d.extra == nullptr && shared_bytes <= UINT32_MAX) {
+    d.launch_api = api;
+    d.launch_real = real;
+    d.shared_bytes = static_cast<uint32_t>(shared_bytes);
+  }
+  return d;
+}
+
 const char* CopyName(cudaMemcpyKind kind, bool two_d) {
   switch (kind) {
     case cudaMemcpyHostToDevice: return two_d ? "memcpy2D HtoD" : "memcpy HtoD";
@@ -43,7 +53,9 @@ OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, boo
   d.kind = trace::OpKind::kCopy;
   d.name = CopyName(kind, two_d);
   d.stream = stream;
-  d.operands = {{AddressOf(src), Access::kRead, false}, {AddressOf(dst), Access::kWrite, false}};
+  // 2D copies skip the pitch padding: their extent is not width x height, so it is left unknown.
+  const uint64_t extent = two_d ? 0 : bytes;
+  d.operands = {{AddressOf(src), Access::kRead, false, extent}, {AddressOf(dst), Access::kWrite, false, extent}};
   d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
   d.bytes = 2 * bytes;
   return d;
@@ -54,7 +66,7 @@ OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
   d.stream = stream;
-  d.operands = {{AddressOf(dst), Access::kWrite, false}};
+  d.operands = {{AddressOf(dst), Access::kWrite, false, two_d ? 0 : bytes}};
   d.shape = bytes;
   d.bytes = bytes;
   return d;
@@ -69,8 +81,9 @@ cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gr
   Session* s = Session::Get();
   if (s == nullptr) return real(func, gridDim, blockDim, args, sharedMem, stream);
   const uint32_t g[3] = {gridDim.x, gridDim.y, gridDim.z}, b[3] = {blockDim.x, blockDim.y, blockDim.z};
-  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)), cudaSuccess,
-                               [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+  const OpDesc d = Relaunchable(Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)), rt::LaunchApi::kRuntime,
+                                reinterpret_cast<const void*>(real), sharedMem);
+  return rt::Observed(s, d, cudaSuccess, [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
@@ -88,12 +101,13 @@ namespace {
 template <typename Real>
 CUresult LaunchDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                       unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,
-                      void** extra, StreamKey key) {
+                      void** extra, StreamKey key, bool relaunchable = false) {
   Session* s = Session::Get();
   if (s == nullptr) return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
   const uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
-  return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
-                            [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
+  OpDesc d = Kernel(f, true, g, b, params, extra, key);
+  if (relaunchable) d = Relaunchable(std::move(d), rt::LaunchApi::kDriver, reinterpret_cast<const void*>(real), shmem);
+  return rt::Observed(s, d, CUDA_SUCCESS, [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
 }
 
 template <typename Real>
@@ -114,7 +128,7 @@ CUresult cuLaunchKernel(cuLaunchKernel_fn real, CUfunction f, unsigned int gridD
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
   return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                      kernelParams, extra, rt::KeyOf(hStream));
+                      kernelParams, extra, rt::KeyOf(hStream), true);
 }
 
 CUresult cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn real, CUfunction f, unsigned int gridDimX, unsigned int gridDimY,

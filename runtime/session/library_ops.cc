@@ -75,9 +75,19 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
   d.name = name;
   d.stream = c.stream;
   const bool beta_zero = !c.scalars_on_device && AllZero(beta, c.scale_bytes);
-  d.operands.push_back({AddressOf(A), Access::kRead, false});
-  d.operands.push_back({AddressOf(B), Access::kRead, false});
-  d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false});
+  // Column-major: a rows x cols matrix with leading dimension ld spans ld * (cols - 1) + rows elements; a strided
+  // batch adds stride * (batch - 1). 0 (unknown) for shapes that make no sense or negative strides.
+  auto extent = [&](int rows, int cols, int ld, int64_t stride, int elem) -> uint64_t {
+    if (rows <= 0 || cols <= 0 || ld < rows || elem <= 0 || stride < 0 || g.batch < 1) return 0;
+    const uint64_t one = static_cast<uint64_t>(ld) * static_cast<uint64_t>(cols - 1) + static_cast<uint64_t>(rows);
+    return (one + static_cast<uint64_t>(stride) * static_cast<uint64_t>(g.batch - 1)) * static_cast<uint64_t>(elem);
+  };
+  d.operands.push_back({AddressOf(A), Access::kRead, false,
+                        extent(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, DataTypeBytes(a_type))});
+  d.operands.push_back({AddressOf(B), Access::kRead, false,
+                        extent(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, DataTypeBytes(b_type))});
+  d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false,
+                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type))});
   if (c.scalars_on_device) {
     d.operands.push_back({AddressOf(alpha), Access::kRead, false});
     d.operands.push_back({AddressOf(beta), Access::kRead, false});

@@ -15,6 +15,7 @@ struct GemmShape {
   int batch = 1;
   bool trans_a = false, trans_b = false;
   int lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between the matrices of a strided batch
 };
 
 struct GemmContext {
@@ -30,7 +31,7 @@ const char* DataTypeName(cudaDataType t);
 int DataTypeBytes(cudaDataType t);
 
 // C = alpha op(A) op(B) + beta C: A and B read; C written, and read too unless beta is known to be zero (a host
-// scalar whose bytes are all zero). Device-side scalars are read operands.
+// scalar whose bytes are all zero). Device-side scalars are read operands. A, B and C carry their exact extents.
 OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const void* A, const void* B, void* C,
               const void* alpha, const void* beta, cudaDataType a_type, cudaDataType b_type, cudaDataType c_type);
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "runtime/session/arena.h"
@@ -16,7 +18,30 @@ struct Operand {
   uint64_t ptr = 0;
   Access access = Access::kTouch;
   bool workspace = false;  // scratch memory of a library call
+  uint64_t bytes = 0;      // the exact extent from ptr when the API tells it (GEMM operands, copies); 0: unknown
 };
+
+// How a kernel was launched, so that the executor can launch it again with the same arguments (recompute).
+enum class LaunchApi : uint8_t { kNone = 0, kRuntime = 1, kDriver = 2 };
+
+// Address ranges a re-issued launch uses elsewhere: a recompute redirects outputs whose recorded memory now
+// belongs to someone else into scratch memory. Pointers outside every range stay as they are.
+struct AddressMap {
+  struct Entry {
+    uint64_t from = 0, bytes = 0, to = 0;
+  };
+  std::vector<Entry> entries;
+  uint64_t operator()(uint64_t p) const {
+    for (const Entry& e : entries) {
+      if (p >= e.from && p < e.from + e.bytes) return e.to + (p - e.from);
+    }
+    return p;
+  }
+};
+
+// A call that issues a recorded op again on its recorded stream with its pointers mapped; true when the real
+// launch succeeded. Null: the op cannot be issued again.
+using Relaunch = std::shared_ptr<const std::function<bool(const AddressMap&)>>;
 
 struct OpDesc {
   trace::OpKind kind = trace::OpKind::kKernel;
@@ -29,6 +54,9 @@ struct OpDesc {
   uint32_t block[3] = {1, 1, 1};
   void* const* args = nullptr;
   void* const* extra = nullptr;
+  LaunchApi launch_api = LaunchApi::kNone;  // kNone: cannot be launched again (extended configs, extra buffers)
+  const void* launch_real = nullptr;        // the real cudaLaunchKernel / cuLaunchKernel
+  uint32_t shared_bytes = 0;
   // Library calls, copies and memsets: a static name and the exact operands.
   const char* name = nullptr;
   std::vector<Operand> operands;
@@ -36,6 +64,8 @@ struct OpDesc {
   uint64_t flops = 0;
   uint64_t bytes = 0;        // bytes the call reads and writes when the API tells; 0: sum of its buffers
   const char* dtype = nullptr;
+  // Library calls, while observing: issues the same call again (empty: not supported for this call).
+  std::function<bool(const AddressMap&)> relaunch;
 };
 
 inline uint64_t AddressOf(const void* p) { return reinterpret_cast<uint64_t>(p); }

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,11 +23,31 @@
 
 namespace karma::rt {
 
+// One pointer operand of a recorded op: which registry buffer, where in it, and how much of it when known.
+struct RecordedUse {
+  uint64_t serial = 0;
+  uint64_t offset = 0;
+  uint64_t extent = 0;  // exact bytes from offset (library operands, copies); 0: unknown (kernel arguments)
+  Access access = Access::kTouch;
+  // Kernel arguments are probed in the profiling iteration: did the op change those bytes? (-1: not probed)
+  int8_t changed = -1;
+};
+
+// The bytes a use held before its op ran, compared with what the op left there (OpScope::End).
+struct Probe {
+  size_t use = 0;
+  uint64_t ptr = 0;
+  std::vector<unsigned char> before;
+};
+
 struct RecordedOp {
   trace::OpKind kind = trace::OpKind::kKernel;
   std::string name;
   uint32_t stream = 0;
-  std::vector<std::pair<uint64_t, Access>> buffers;  // (registry serial, access)
+  std::vector<RecordedUse> uses;
+  uint64_t shape = 0;  // the op's shape signature (function, grid, block, shape arguments): replay checks it
+  Relaunch relaunch;  // issues it again (recompute)
+  std::vector<Probe> probes;
   uint64_t flops = 0;
   uint64_t bytes = 0;
   cudaEvent_t start = nullptr;
@@ -40,6 +62,7 @@ struct RecordedBuffer {
   bool allocated_inside = false;
   bool freed_inside = false;
   bool workspace = false;
+  uint32_t alloc_ordinal = UINT32_MAX;  // the how-many-th allocation of the iteration (allocated inside only)
   std::string dtype;
 };
 
@@ -62,6 +85,8 @@ struct Recording {
   std::vector<uint64_t> buffer_order;                     // serials in order of first appearance
   std::vector<RecordedEvent> events;
   std::map<StreamKey, uint32_t> streams;
+  uint32_t allocations = 0;  // allocations inside the iteration so far
+  std::set<std::pair<uint64_t, uint64_t>> seen;  // (serial, offset) pointers ops have passed so far
 
   // Adds the buffer when new; returns its record.
   RecordedBuffer& Buffer(const BufferEntry& e);
@@ -77,9 +102,41 @@ struct TraceContext {
   const SiteTable* sites = nullptr;
 };
 
-// Waits (bounded) for in-flight ops, reads the durations from their events and releases them, classifies the
-// buffers, and builds a validated iteration. Runs on the worker thread.
-Result<trace::Iteration> FinishRecording(Recording& rec, const CudaApi& api, const TraceContext& ctx);
+// What the executor needs to know about each buffer of the recorded trace beyond the trace model.
+struct ReplayBuffer {
+  uint64_t address = 0;  // where it was (a sub-range of its allocation for inferred sub-buffers)
+  uint64_t bytes = 0;
+  uint64_t alloc_start = 0;  // the allocation it lies in, and its size
+  uint64_t alloc_bytes = 0;
+  Origin origin = Origin::kArena;
+  // Bytes known to belong to one tensor, alive while the trace uses them: a whole arena allocation made and freed
+  // inside the iteration and always passed by its start (one tensor per allocation), or a range inside an operand
+  // whose extent the API stated (a GEMM matrix, a copy). Only such buffers may be discarded or rebuilt by a
+  // recompute; the others (sub-buffers a caching allocator's pointers suggest) are only prefetched and evicted.
+  bool exact = false;
+  bool allocated_inside = false;
+  uint32_t alloc_ordinal = UINT32_MAX;
+};
+
+struct ReplayOp {
+  uint64_t shape = 0;
+  uint32_t stream = 0;
+  StreamKey stream_key = 0;
+  Relaunch relaunch;
+};
+
+// The recorded iteration as a trace, plus the executor's view of it (indexed like the trace's buffers and ops).
+struct RecordedIteration {
+  trace::Iteration it;
+  std::vector<ReplayBuffer> buffers;
+  std::vector<ReplayOp> ops;
+  uint32_t allocations = 0;  // allocations the iteration makes (the executor counts them the same way)
+};
+
+// Waits (bounded) for in-flight ops, reads the durations from their events and releases them, splits
+// allocations that hold several tensors into the sub-buffers the ops' pointers show, classifies the buffers,
+// infers phases and kinds (trace/inference.h), and builds a validated iteration. Runs on the worker thread.
+Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, const TraceContext& ctx);
 
 // The trace file for this process: DIR/PROGRAM-PID.ktrace. Creates DIR (and parents) when missing.
 Result<std::string> TracePath(const std::string& dir, const std::string& program, int64_t pid);

@@ -16,14 +16,15 @@ const char* OriginName(Origin o) {
   return "?";
 }
 
-uint64_t Registry::Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site, uint64_t birth) {
+uint64_t Registry::Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site, uint64_t birth,
+                          uint64_t birth_group) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto old = by_start_.find(start);
   if (old != by_start_.end()) {
     bytes_[static_cast<int>(old->second.origin)] -= old->second.size;
     by_start_.erase(old);
   }
-  BufferEntry e{start, size, next_serial_++, origin, site, birth};
+  BufferEntry e{start, size, next_serial_++, origin, site, birth, birth_group};
   by_start_[start] = e;
   bytes_[static_cast<int>(origin)] += size;
   lo_ = std::min(lo_, start);

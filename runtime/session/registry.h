@@ -26,6 +26,7 @@ struct BufferEntry {
   // Where in the op sequence it was allocated (see Session::RegisterBuffer): the same for the same allocation
   // of every iteration wherever the allocator places it. 0 when not observing.
   uint64_t birth = 0;
+  uint64_t birth_group = 0;  // the birth before telling apart buffers of that group alive at the same time
 };
 
 // Address intervals -> buffers. An ordered map keyed by start answers "which interval contains p" with one
@@ -36,7 +37,8 @@ class Registry {
  public:
   // Registers [start, start + size); returns the new entry's serial. A stale entry at the same start (memory
   // freed behind our back) is replaced.
-  uint64_t Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site, uint64_t birth = 0);
+  uint64_t Insert(uint64_t start, uint64_t size, Origin origin, uint32_t site, uint64_t birth = 0,
+                  uint64_t birth_group = 0);
   // Removes the entry starting exactly at start; false when there is none.
   bool Erase(uint64_t start, BufferEntry* removed = nullptr);
   // The entry containing p, if any.

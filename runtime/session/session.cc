@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "runtime/common/log.h"
+#include "runtime/session/planning.h"
+#include "runtime/session/relaunch.h"
+#include "policy/plan_io.h"
 #include "runtime/trace/ktrace_io.h"
 
 namespace karma::rt {
@@ -20,6 +23,8 @@ std::atomic<Session*> g_test_session{nullptr};
 // Ops observed without finding an iteration before detection gives up (its cost is per op).
 constexpr uint64_t kGiveUpOps = 2'000'000;
 constexpr uint64_t kGiveUpDivergences = 100;
+// A probe compares at most this much of a sub-buffer before and after its first touch.
+constexpr uint64_t kMaxProbeBytes = 64ull << 20;
 Session* g_process_session = nullptr;
 
 const char* PartName(Part p) {
@@ -69,6 +74,10 @@ Session* CreateProcessSession() {
 // ---- OpScope ----
 
 void OpScope::End(bool ok) noexcept {
+  if (position_ != Executor::kNoPosition) {
+    session_->executor_.After(position_, ok);
+    position_ = Executor::kNoPosition;
+  }
   if (op_ == nullptr) return;
   if (ok && op_->end != nullptr && session_->api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(session_->api_);
@@ -76,6 +85,13 @@ void OpScope::End(bool ok) noexcept {
     if (session_->api_.cudaEventRecord(op_->end, k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k)) !=
         cudaSuccess) {
       errors.Failed();
+    }
+  }
+  if (ok && !op_->probes.empty()) {
+    try {
+      session_->FinishProbes(*op_);
+    } catch (...) {
+      op_->probes.clear();
     }
   }
   op_->state.store(ok ? RecordedOp::kDone : RecordedOp::kFailed, std::memory_order_release);
@@ -100,6 +116,7 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
       late_resolver_(late_resolver),
       pid_(pid),
       arena_(api_, Arena::Options{config_.arena_segment_bytes}),
+      executor_(api_, &local_stats_),
       layouts_(api_) {
   if (config_.live_view) {
     auto lv = LiveView::Create(pid_);
@@ -110,15 +127,14 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
       Degrade(Part::kLiveView, lv.status().message());
     }
   }
+  executor_.SetStats(stats_);
   std::strncpy(stats_->mode, ModeName(config_.mode), sizeof(stats_->mode) - 1);
   marker_mode_ = !config_.iteration_marker.empty();
   if (api_.cudaMallocManaged == nullptr) Degrade(Part::kArena, "cudaMallocManaged is not available");
-  const bool records = config_.mode == Mode::kAuto || config_.mode == Mode::kRecord;
+  // replay records too: the plan file names positions and buffers of an iteration, which must be found again.
+  const bool records = config_.mode == Mode::kAuto || config_.mode == Mode::kRecord || config_.mode == Mode::kReplay;
   if (records && api_.cudaFuncGetParamInfo == nullptr) {
     KARMA_LOG(kWarn, "cudaFuncGetParamInfo is not available (CUDA < 12.4): kernels are recorded without buffers");
-  }
-  if (config_.mode == Mode::kReplay) {
-    KARMA_LOG(kWarn, "KARMA_MODE=replay: the replay executor is not part of this build; running as um");
   }
   SetState(records ? live::State::kDetecting : live::State::kUm);
   observing_.store(records, std::memory_order_relaxed);
@@ -159,13 +175,8 @@ void Session::Degrade(Part part, const std::string& why) noexcept {
 
 void Session::EnsureDeviceInfo() {
   std::call_once(device_info_once_, [this] {
-    if (api_.cudaMemGetInfo == nullptr) return;
     size_t free = 0, total = 0;
-    LastErrorScope errors(api_);
-    if (api_.cudaMemGetInfo(&free, &total) != cudaSuccess) {
-      errors.Failed();
-      return;
-    }
+    if (!RealMemGetInfo(api_, &free, &total)) return;
     stats_->device_total_bytes.store(total, std::memory_order_relaxed);
     stats_->budget_bytes.store(config_.capacity.Resolve(total), std::memory_order_relaxed);
   });
@@ -226,15 +237,24 @@ void Session::RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, Stream
   } else {
     std::lock_guard<std::mutex> lock(record_mu_);
     // The same allocation of every iteration follows the same op, after as many others, with the same size:
-    // an identity for signatures that does not depend on where the allocator put the buffer.
-    uint64_t birth = HashMix(HashMix(HashMix(last_op_signature_, allocs_since_op_++), size), stream);
-    birth |= 1;  // never 0 ("not observing")
-    const uint64_t serial = registry_.Insert(addr, size, origin, site, birth);
+    // an identity for signatures that does not depend on where the allocator put the buffer. Identical layers
+    // allocate after identical ops, so buffers of one group that are alive together (every layer's weights,
+    // every layer's saved activations) are told apart by how many of the group were alive before: otherwise
+    // one layer's ops would look like the whole iteration.
+    const uint64_t group = HashMix(HashMix(HashMix(last_op_signature_, allocs_since_op_++), size), stream);
+    if (origin == Origin::kArena) bytes_since_op_ += Arena::SpanOf(size);
+    if (origin == Origin::kDevice) bytes_since_op_ += size;
+    const uint64_t alive = live_births_[group]++;
+    const uint64_t birth = HashMix(group, alive) | 1;  // never 0 ("not observing")
+    const uint64_t serial = registry_.Insert(addr, size, origin, site, birth, group);
     if (origin != Origin::kHostPinned) {
       // Bounded: only the allocations right before the first recorded op matter.
       if (pending_allocs_.size() >= 4096) pending_allocs_.erase(pending_allocs_.begin());
       pending_allocs_.push_back(BufferEntry{addr, size, serial, origin, site, birth});
     }
+  }
+  if (origin != Origin::kHostPinned && executor_.armed()) {
+    executor_.OnAllocation(addr, size, op_counter_.load(std::memory_order_relaxed), stream, origin == Origin::kArena);
   }
   UpdateUsage();
 }
@@ -242,7 +262,9 @@ void Session::RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, Stream
 void Session::FlushPendingAllocsLocked() {
   if (recording_) {
     for (const BufferEntry& e : pending_allocs_) {
-      recording_->Buffer(e).allocated_inside = true;
+      RecordedBuffer& b = recording_->Buffer(e);
+      b.allocated_inside = true;
+      b.alloc_ordinal = recording_->allocations++;
       recording_->AddEvent(trace::EventKind::kAlloc, e.serial);
     }
   }
@@ -253,6 +275,11 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
   BufferEntry e;
   const bool known = registry_.Erase(addr, &e);
   try {
+    if (known && e.birth != 0 && observing_.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(record_mu_);
+      auto it = live_births_.find(e.birth_group);
+      if (it != live_births_.end() && --it->second == 0) live_births_.erase(it);
+    }
     if (known && e.origin != Origin::kHostPinned) {
       stats_->frees.fetch_add(1, std::memory_order_relaxed);
       if (recording_active_.load(std::memory_order_acquire)) {
@@ -265,6 +292,9 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
     }
   } catch (...) {
     Degrade(Part::kRecording, "out of memory while recording a free");
+  }
+  if (known && e.origin != Origin::kHostPinned && executor_.armed()) {
+    executor_.OnFree(addr, e.origin == Origin::kArena ? Arena::SpanOf(e.size) : 0, stream, e.origin == Origin::kArena);
   }
   Arena::FreeStatus st = Arena::FreeStatus::kNotArena;
   try {
@@ -293,20 +323,21 @@ bool Session::InArena(uint64_t addr) const { return arena_.Contains(addr); }
 // ---- ops ----
 
 bool Session::WantRecording() const {
-  return (config_.mode == Mode::kAuto || config_.mode == Mode::kRecord) && !degraded(Part::kRecording) &&
+  return config_.mode != Mode::kUm && !degraded(Part::kRecording) &&
          stats_->recorded_iteration.load(std::memory_order_relaxed) == 0;
 }
 
-void Session::CountOp() {
-  // Only once a period is known: without one there is nothing to count against (and no atomic to pay for).
-  const uint64_t p = counted_period_.load(std::memory_order_relaxed);
-  if (p == 0) return;
+uint64_t Session::CountOp() {
+  // Only once an iteration was recorded: before, there is nothing to count against (and no atomic to pay for).
+  if (!counting_.load(std::memory_order_relaxed)) return kNoIndex;
   const uint64_t n = op_counter_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t p = counted_period_.load(std::memory_order_relaxed);
   const uint64_t b = counted_boundary_.load(std::memory_order_relaxed);
-  if (n >= b && (n - b) % p == 0) {
+  if (p != 0 && n >= b && (n - b) % p == 0) {
     arena_.BeginIteration();
     stats_->iteration.fetch_add(1, std::memory_order_relaxed);
   }
+  return n;
 }
 
 uint64_t Session::ShapeSignature(const OpDesc& d) {
@@ -356,7 +387,113 @@ const std::string& Session::KernelName(const OpDesc& d) {
   return it->second;
 }
 
-RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches) {
+void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
+  for (const Touch& t : touches) {
+    const uint64_t offset = t.hit.value - t.hit.buffer.start;
+    if (offset == 0) continue;
+    std::vector<uint64_t>& v = known_offsets_[t.hit.buffer.serial];
+    auto it = std::lower_bound(v.begin(), v.end(), offset);
+    if (it != v.end() && *it == offset) continue;
+    if (v.size() >= 4096) continue;  // bounded: only a guide for the profiling prefetch
+    v.insert(it, offset);
+  }
+}
+
+uint64_t Session::GuessExtentLocked(const Touch& t) const {
+  const BufferEntry& b = t.hit.buffer;
+  const uint64_t offset = t.hit.value - b.start;
+  if (t.extent != 0) return std::min(t.extent, b.size - std::min(b.size, offset));
+  uint64_t end = b.size;
+  auto known = known_offsets_.find(b.serial);
+  if (known != known_offsets_.end()) {
+    auto next = std::upper_bound(known->second.begin(), known->second.end(), offset);
+    if (next != known->second.end()) end = *next;
+  }
+  return end > offset ? end - offset : 0;
+}
+
+void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device) {
+  if (api_.cudaMemPrefetchAsync == nullptr) return;
+  const cudaStream_t s = d.stream == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(d.stream);
+  LastErrorScope errors(api_);
+  for (const Touch& t : touches) {
+    const Origin o = t.hit.buffer.origin;
+    if (o != Origin::kArena && o != Origin::kAppManaged) continue;
+    const uint64_t bytes = GuessExtentLocked(t);
+    if (bytes == 0) continue;
+    cudaMemLocation loc{};
+    loc.type = cudaMemLocationTypeDevice;
+    loc.id = device;
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(t.hit.value), bytes, loc, 0, s) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+}
+
+void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches) {
+  if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) return;
+  Recording& rec = *recording_;
+  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  LastErrorScope errors(api_);
+  bool synced = false;
+  for (size_t i = 0, u = 0; i < touches.size(); ++i) {
+    const Touch& t = touches[i];
+    if (t.hit.buffer.origin == Origin::kHostPinned) continue;
+    const size_t use = u++;
+    const uint64_t offset = t.hit.value - t.hit.buffer.start;
+    const bool first = rec.seen.insert({t.hit.buffer.serial, offset}).second;
+    if (t.access != Access::kTouch || (t.hit.buffer.origin != Origin::kArena &&
+                                       t.hit.buffer.origin != Origin::kAppManaged)) {
+      continue;
+    }
+    if (first && rec.Buffer(t.hit.buffer).allocated_inside) continue;  // fresh memory: its first use writes it
+    const uint64_t bytes = std::min<uint64_t>(GuessExtentLocked(t), kMaxProbeBytes);
+    if (bytes == 0) continue;
+    if (!synced) {
+      if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
+        errors.Failed();
+        return;
+      }
+      synced = true;
+    }
+    Probe p;
+    p.use = use;
+    p.ptr = t.hit.value;
+    p.before.resize(bytes);
+    if (api_.cudaMemcpyAsync(p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess ||
+        api_.cudaStreamSynchronize(s) != cudaSuccess) {
+      errors.Failed();
+      continue;
+    }
+    op.probes.push_back(std::move(p));
+  }
+}
+
+void Session::FinishProbes(RecordedOp& op) {
+  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  LastErrorScope errors(api_);
+  if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
+    errors.Failed();
+    return;
+  }
+  std::vector<unsigned char> after;
+  for (Probe& p : op.probes) {
+    after.resize(p.before.size());
+    if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(p.ptr), after.size(), cudaMemcpyDeviceToHost,
+                             s) != cudaSuccess ||
+        api_.cudaStreamSynchronize(s) != cudaSuccess) {
+      errors.Failed();
+      continue;
+    }
+    op.uses[p.use].changed = after != p.before ? 1 : 0;
+  }
+  op.probes.clear();
+  op.probes.shrink_to_fit();
+}
+
+RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches, const ParamLayout* layout,
+                                 uint64_t shape) {
   Recording& rec = *recording_;
   RecordedOp& op = rec.ops.emplace_back();
   op.kind = d.kind;
@@ -365,13 +502,23 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
   op.stream = rec.StreamId(d.stream);
   op.flops = d.flops;
   op.bytes = d.bytes;
+  op.shape = shape;
+  if (d.kind == trace::OpKind::kKernel && layout != nullptr) {
+    op.relaunch = MakeKernelRelaunch(d, *layout);
+  } else if (d.relaunch) {
+    op.relaunch = std::make_shared<const std::function<bool(const AddressMap&)>>(d.relaunch);
+  }
   for (const Touch& t : touches) {
     if (t.hit.buffer.origin == Origin::kHostPinned) continue;
     RecordedBuffer& rb = rec.Buffer(t.hit.buffer);
     if (t.workspace) rb.workspace = true;
     if (d.dtype != nullptr && rb.dtype.empty() && !t.workspace) rb.dtype = d.dtype;
-    op.buffers.emplace_back(t.hit.buffer.serial, t.access);
+    const uint64_t offset = t.hit.value - t.hit.buffer.start;
+    const uint64_t room = t.hit.buffer.size - std::min(t.hit.buffer.size, offset);
+    op.uses.push_back(RecordedUse{t.hit.buffer.serial, offset, std::min(t.extent, room), t.access});
   }
+  PrefetchOperandsLocked(d, touches, rec.device);
+  ProbeTouchesLocked(op, touches);
   if (api_.cudaEventCreateWithFlags != nullptr && api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(api_);
     const cudaStream_t s = d.stream == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(d.stream);
@@ -393,7 +540,29 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
   OpScope scope;
   stats_->ops.fetch_add(1, std::memory_order_relaxed);
   if (!observing_.load(std::memory_order_relaxed) || capture_depth_.load(std::memory_order_relaxed) > 0) {
-    CountOp();
+    const uint64_t n = CountOp();
+    // Launches captured into a graph run later, unseen: nothing is replayed around them.
+    if (n != kNoIndex && executor_.armed() && capture_depth_.load(std::memory_order_relaxed) == 0) {
+      bool wants_launch = false;
+      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, &wants_launch);
+      if (scope.position_ != Executor::kNoPosition) scope.session_ = this;
+      if (wants_launch) {
+        try {
+          Relaunch launch;
+          if (d.kind == trace::OpKind::kKernel) {
+            const ParamLayout& layout = d.driver
+                                            ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
+                                            : layouts_.ForRuntime(d.func);
+            launch = MakeKernelRelaunch(d, layout);
+          } else if (d.relaunch) {
+            launch = std::make_shared<const std::function<bool(const AddressMap&)>>(d.relaunch);
+          }
+          executor_.SetLaunch(scope.position_, std::move(launch));
+        } catch (...) {
+        }
+      }
+      HandleExecutorRequest();
+    }
     return scope;
   }
   try {
@@ -406,31 +575,37 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       pending_allocs_.clear();
       return scope;
     }
+    const ParamLayout* layout = nullptr;
     {
       Registry::Reader reader(registry_);
       if (d.kind == trace::OpKind::kKernel) {
-        const ParamLayout& layout = d.driver ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
-                                             : layouts_.ForRuntime(d.func);
-        ScanKernelArgs(layout, d.args, reader, &hits);
+        layout = d.driver ? &layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
+                          : &layouts_.ForRuntime(d.func);
+        ScanKernelArgs(*layout, d.args, reader, &hits);
         const void* buf = nullptr;
         size_t size = 0;
         if (FindExtraBuffer(d.extra, &buf, &size)) ScanArgBuffer(buf, size, reader, &hits);
-        for (const PointerHit& h : hits) touches.push_back(Touch{h, Access::kTouch, false});
+        for (const PointerHit& h : hits) touches.push_back(Touch{h, Access::kTouch, false, 0});
       } else {
         for (const Operand& o : d.operands) {
           const BufferEntry* e = o.ptr != 0 ? reader.Find(o.ptr) : nullptr;
-          if (e != nullptr) touches.push_back(Touch{PointerHit{o.ptr, *e}, o.access, o.workspace});
+          if (e != nullptr) touches.push_back(Touch{PointerHit{o.ptr, *e}, o.access, o.workspace, o.bytes});
         }
       }
     }
+    NoteOffsetsLocked(touches);
+    const uint64_t shape = ShapeSignature(d);
     if (!marker_mode_) {
-      const uint64_t live = arena_.usage().live_bytes + registry_.bytes(Origin::kDevice);
-      const uint64_t shape = ShapeSignature(d);
+      // What the iteration before this op left allocated: what was allocated for this op belongs to it.
+      uint64_t live = arena_.usage().live_bytes + registry_.bytes(Origin::kDevice);
+      live -= std::min(live, bytes_since_op_);
+      bytes_since_op_ = 0;
       // Births name buffers by the shape of the op they follow, not its full signature: that one names
       // buffers by their births, and the chain would never repeat.
       last_op_signature_ = shape;
       allocs_since_op_ = 0;
-      const auto step = detector_.Observe(Signature(shape, touches), live, sync_since_op_.exchange(false));
+      const bool launch = d.kind == trace::OpKind::kKernel || d.kind == trace::OpKind::kLibrary;
+      const auto step = detector_.Observe(Signature(shape, touches), live, sync_since_op_.exchange(false), launch);
       if ((!detector_.locked() && detector_.ops() > kGiveUpOps) || detector_.divergences() > kGiveUpDivergences) {
         Degrade(Part::kRecording, fmt::format("no stable iteration after {} operations; mark iterations with "
                                               "KARMA_ITERATION_MARKER or karma_iteration_begin()",
@@ -439,6 +614,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       }
       switch (step) {
         case IterationDetector::Step::kLocked:
+          KARMA_LOG(kDebug, "period of {} ops found at op {}", detector_.period(), detector_.ops());
           stats_->period_ops.store(detector_.period(), std::memory_order_relaxed);
           break;
         case IterationDetector::Step::kBoundary:
@@ -447,6 +623,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
           break;
         case IterationDetector::Step::kDiverged:
           stats_->divergences.fetch_add(1, std::memory_order_relaxed);
+          KARMA_LOG(kDebug, "iteration diverged at op {} ({})", detector_.ops(), d.name != nullptr ? d.name : "?");
           if (recording_) AbortRecordingLocked("the iteration diverged from the previous one");
           break;
         default:
@@ -455,7 +632,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     }
     FlushPendingAllocsLocked();
     if (recording_) {
-      scope.op_ = AddOpLocked(d, touches);
+      scope.op_ = AddOpLocked(d, touches, layout, shape);
       scope.rec_ = recording_;
       scope.session_ = this;
     }
@@ -503,7 +680,10 @@ void Session::FinishRecordingLocked() {
     op_counter_.store(n, std::memory_order_relaxed);
     counted_boundary_.store(n - 1 + detector_.period(), std::memory_order_relaxed);
     counted_period_.store(detector_.period(), std::memory_order_relaxed);
+  } else {
+    counted_period_.store(0, std::memory_order_relaxed);
   }
+  counting_.store(true, std::memory_order_relaxed);
   if (!worker_.Post([this, rec] { WriteTrace(rec); })) WriteTrace(rec);
 }
 
@@ -539,21 +719,172 @@ void Session::WriteTrace(const std::shared_ptr<Recording>& rec) {
       st = p.status();
       if (st.ok()) {
         path = *p;
-        st = trace::WriteKtraceFile(*it, path);
+        st = trace::WriteKtraceFile(it->it, path);
       }
     }
-    std::lock_guard<std::mutex> lock(trace_mu_);
-    if (st.ok()) {
-      trace_path_ = path;
-      KARMA_LOG(kInfo, "recorded iteration {} ({} ops, {} buffers) to {}", rec->iteration, it->ops.size(),
-                it->buffers.size(), path);
-    } else {
-      trace_error_ = st.message();
-      KARMA_LOG(kWarn, "the recorded iteration could not be written: {}", st.message());
+    std::shared_ptr<const RecordedIteration> recorded;
+    {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      if (st.ok()) {
+        trace_path_ = path;
+        KARMA_LOG(kInfo, "recorded iteration {} ({} ops, {} buffers) to {}", rec->iteration, it->it.ops.size(),
+                  it->it.buffers.size(), path);
+      } else if (it.ok()) {
+        trace_error_ = st.message();
+        KARMA_LOG(kWarn, "the recorded iteration could not be written: {}", st.message());
+      } else {
+        trace_error_ = st.message();
+        KARMA_LOG(kWarn, "the recorded iteration could not be turned into a trace: {}", st.message());
+      }
+      if (it.ok()) {
+        recorded = std::make_shared<const RecordedIteration>(std::move(it).value());
+        recorded_ = recorded;
+      }
     }
+    if (recorded != nullptr && config_.mode != Mode::kRecord) PlanAndInstall(recorded, {});
   } catch (...) {
     KARMA_LOG(kWarn, "the recorded iteration could not be written (internal error)");
   }
+}
+
+std::string Session::DeviceName() {
+  if (api_.cudaGetDeviceProperties == nullptr) return {};
+  cudaDeviceProp prop{};
+  int device = 0;
+  LastErrorScope errors(api_);
+  if ((api_.cudaGetDevice != nullptr && api_.cudaGetDevice(&device) != cudaSuccess) ||
+      api_.cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    errors.Failed();
+    return {};
+  }
+  return prop.name;
+}
+
+void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec,
+                             const std::vector<bool>& no_recompute) {
+  auto fail = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    plan_error_ = why;
+    KARMA_LOG(kWarn, "no plan replayed, running as um: {}", why);
+    SetState(live::State::kUm);
+  };
+  try {
+    const uint64_t period = counted_period_.load(std::memory_order_relaxed);
+    if (!marker_mode_ && rec->it.ops.size() != period) {
+      fail(fmt::format("the recording kept {} of the iteration's {} ops", rec->it.ops.size(), period));
+      return;
+    }
+    EnsureDeviceInfo();
+    const policy::HwProfile& profile = ProfileForDevice(DeviceName());
+    const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
+    policy::Plan plan;
+    std::string path;
+    if (config_.mode == Mode::kReplay) {
+      auto read = policy::ReadPlanFile(config_.plan_path);
+      if (!read.ok()) {
+        fail(read.status().message());
+        return;
+      }
+      const std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
+      if (read->fingerprint != key) {
+        fail(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
+                         "device profile or capacity)", config_.plan_path, read->fingerprint, key));
+        return;
+      }
+      plan = std::move(read).value();
+      path = config_.plan_path;
+    } else {
+      PlanRequest req;
+      req.recorded = rec.get();
+      req.profile = profile;
+      req.capacity = capacity;
+      req.cache_dir = config_.trace_dir;
+      req.no_recompute = no_recompute;
+      auto outcome = MakeRuntimePlan(req);
+      if (!outcome.ok()) {
+        fail(outcome.status().message());
+        return;
+      }
+      plan = std::move(outcome->plan);
+      path = outcome->path;
+      if (outcome->reused) {
+        KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", path);
+      } else {
+        KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", profile.name,
+                  FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, plan.note,
+                  path.empty() ? "not saved" : path);
+      }
+    }
+    auto program = CompileProgram(*rec, plan);
+    if (!program.ok()) {
+      fail(program.status().message());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      plan_path_ = path;
+      plan_error_.clear();
+    }
+    int device = 0;
+    if (api_.cudaGetDevice != nullptr) {
+      LastErrorScope errors(api_);
+      if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
+    }
+    const uint64_t base = marker_mode_ ? op_counter_.load(std::memory_order_relaxed)
+                                       : counted_boundary_.load(std::memory_order_relaxed) - period;
+    executor_.Install(std::move(program).value(), base, device);
+    SetState(live::State::kReplaying);
+  } catch (const std::exception& e) {
+    fail(std::string("internal error while planning: ") + e.what());
+  } catch (...) {
+    fail("internal error while planning");
+  }
+}
+
+void Session::HandleExecutorRequest() {
+  const Executor::Request r = executor_.TakeRequest();
+  if (r == Executor::Request::kNone) return;
+  try {
+    if (r == Executor::Request::kReplan) {
+      std::shared_ptr<const RecordedIteration> rec;
+      {
+        std::lock_guard<std::mutex> lock(trace_mu_);
+        rec = recorded_;
+      }
+      if (rec == nullptr || config_.mode == Mode::kReplay) return;  // a given plan is not replaced
+      if (replanning_.exchange(true)) return;  // the plan being made will see every rejection so far
+      auto task = [this, rec] {
+        replanning_.store(false);
+        PlanAndInstall(rec, executor_.rejected_ops());
+      };
+      if (!worker_.Post(task)) replanning_.store(false);
+    } else {
+      executor_.Uninstall();
+      std::lock_guard<std::mutex> lock(record_mu_);
+      RestartRecordingLocked();
+    }
+  } catch (...) {
+    Degrade(Part::kRecording, "an internal error while planning again");
+  }
+}
+
+void Session::RestartRecordingLocked() {
+  if (degraded(Part::kRecording)) return;
+  detector_ = IterationDetector();
+  live_births_.clear();
+  known_offsets_.clear();
+  pending_allocs_.clear();
+  counting_.store(false, std::memory_order_relaxed);
+  counted_period_.store(0, std::memory_order_relaxed);
+  stats_->recorded_iteration.store(0, std::memory_order_relaxed);
+  stats_->period_ops.store(0, std::memory_order_relaxed);
+  SetState(live::State::kDetecting);
+  observing_.store(true, std::memory_order_relaxed);
+}
+
+std::string Session::plan_path() const {
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  return plan_path_;
 }
 
 void Session::OnSync() noexcept {
@@ -577,6 +908,7 @@ void Session::OnIterationMarker() noexcept {
     }
     markers_++;
     arena_.BeginIteration();
+    if (executor_.armed()) executor_.OnMarker(op_counter_.load(std::memory_order_relaxed));
     stats_->iteration.store(markers_, std::memory_order_relaxed);
     // Allocations since the last op came before the marker: they are the ending iteration's.
     FlushPendingAllocsLocked();
@@ -629,23 +961,34 @@ std::string Session::SummaryLine() const {
   const live::Stats& s = *stats_;
   auto get = [](const live::Counter& c) { return c.load(std::memory_order_relaxed); };
   const uint64_t iterations = get(s.iteration);
-  std::string line = fmt::format("mode {}, {} iteration{}", config_.mode == Mode::kReplay ? "um" : ModeName(config_.mode),
-                                 iterations, iterations == 1 ? "" : "s");
+  std::string line = fmt::format("mode {}, {} iteration{}", ModeName(config_.mode), iterations,
+                                 iterations == 1 ? "" : "s");
   if (get(s.period_ops) != 0) line += fmt::format(" ({} ops each)", get(s.period_ops));
-  line += fmt::format(", peak {} allocated vs {} budget", FormatBytes(get(s.peak_used_bytes)),
-                      FormatBytes(get(s.budget_bytes)));
+  line += fmt::format(", peak {} allocated", FormatBytes(get(s.peak_used_bytes)));
+  if (executor_.peak_device_bytes() != 0) {
+    line += fmt::format(", {} on the device", FormatBytes(executor_.peak_device_bytes()));
+  }
+  line += fmt::format(" vs {} budget", FormatBytes(get(s.budget_bytes)));
   if (get(s.device_total_bytes) != 0) line += fmt::format(" (device {})", FormatBytes(get(s.device_total_bytes)));
   line += fmt::format("; prefetched {}, evicted {}, discarded {}, recomputed {} kernels",
                       FormatBytes(get(s.prefetched_bytes)), FormatBytes(get(s.evicted_bytes)),
                       FormatBytes(get(s.discarded_bytes)), get(s.recomputed_kernels));
   if (get(s.measures_stalls) != 0) {
     const uint64_t busy = get(s.busy_ns);
-    line += fmt::format("; faults {}, stalls {:.1f}%", get(s.faults),
+    line += fmt::format("; faults {} (reads of data KARMA moved away), prefetches on time {}/{}, stalls {:.1f}% of "
+                        "replayed time", get(s.faults), get(s.prefetch_hits),
+                        get(s.prefetch_hits) + get(s.prefetch_misses),
                         busy == 0 ? 0.0 : 100.0 * static_cast<double>(get(s.stall_ns)) / static_cast<double>(busy));
+    if (get(s.divergences) != 0) line += fmt::format(", {} divergences", get(s.divergences));
   } else {
     line += "; faults and stalls not measured (no plan replayed)";
   }
   std::lock_guard<std::mutex> lock(trace_mu_);
+  if (!plan_path_.empty()) {
+    line += "; plan " + plan_path_;
+  } else if (!plan_error_.empty()) {
+    line += "; no plan: " + plan_error_;
+  }
   if (!trace_path_.empty()) {
     line += "; trace " + trace_path_;
   } else if (!trace_error_.empty()) {
@@ -669,6 +1012,7 @@ void Session::Shutdown() noexcept {
       }
     }
     worker_.Drain();
+    executor_.Flush();
     if (GetLogLevel() >= LogLevel::kWarn) LogMessage(LogLevel::kInfo, SummaryLine());
   } catch (...) {
   }

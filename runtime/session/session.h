@@ -15,6 +15,7 @@
 #include "runtime/session/config.h"
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/detector.h"
+#include "runtime/session/executor.h"
 #include "runtime/session/live_view.h"
 #include "runtime/session/ops.h"
 #include "runtime/session/param_scan.h"
@@ -34,7 +35,10 @@ class Session;
 class OpScope {
  public:
   OpScope() = default;
-  OpScope(OpScope&& o) noexcept : session_(o.session_), rec_(std::move(o.rec_)), op_(o.op_) { o.op_ = nullptr; }
+  OpScope(OpScope&& o) noexcept : session_(o.session_), rec_(std::move(o.rec_)), op_(o.op_), position_(o.position_) {
+    o.op_ = nullptr;
+    o.position_ = Executor::kNoPosition;
+  }
   OpScope& operator=(OpScope&&) = delete;
   OpScope(const OpScope&) = delete;
   ~OpScope() = default;
@@ -45,6 +49,7 @@ class OpScope {
   Session* session_ = nullptr;
   std::shared_ptr<Recording> rec_;
   RecordedOp* op_ = nullptr;
+  uint32_t position_ = Executor::kNoPosition;  // replayed at this position of the plan
 };
 
 class Session {
@@ -88,6 +93,8 @@ class Session {
   bool observing() const {
     return observing_.load(std::memory_order_relaxed) && capture_depth_.load(std::memory_order_relaxed) == 0;
   }
+  // True while a plan is replayed: library hooks then describe their calls' shapes.
+  bool replaying() const { return executor_.armed(); }
   // Before the real call of every kernel, library call, copy and memset.
   OpScope BeginOp(const OpDesc& d) noexcept;
   void OnSync() noexcept;
@@ -108,6 +115,9 @@ class Session {
   std::string trace_path() const;
   live::State state() const { return static_cast<live::State>(stats_->state.load(std::memory_order_relaxed)); }
   const Arena& arena() const { return arena_; }
+  const Executor& executor() const { return executor_; }
+  // The plan file in use (written or reused by auto, KARMA_PLAN for replay); empty when none.
+  std::string plan_path() const;
   const Registry& registry() const { return registry_; }
   const IterationDetector& detector() const { return detector_; }
 
@@ -123,12 +133,21 @@ class Session {
     PointerHit hit;
     Access access = Access::kTouch;
     bool workspace = false;
+    uint64_t extent = 0;  // exact bytes from hit.value when the API tells
   };
   // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
   static uint64_t ShapeSignature(const OpDesc& d);
   static uint64_t Signature(uint64_t shape, const std::vector<Touch>& touches);
   const std::string& KernelName(const OpDesc& d);
-  void CountOp();
+  // The op's number since the recording (kNoIndex before), counting iterations by the period.
+  static constexpr uint64_t kNoIndex = UINT64_MAX;
+  uint64_t CountOp();
+  // On the worker after the recording: plan (or read KARMA_PLAN), compile and hand the program to the executor.
+  void PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec, const std::vector<bool>& no_recompute);
+  // Acts on what the executor asks for: a new plan, or a new recording.
+  void HandleExecutorRequest();
+  void RestartRecordingLocked();
+  std::string DeviceName();
   void OnBoundaryLocked();
   void StartRecordingLocked(bool by_marker);
   void FinishRecordingLocked();
@@ -136,7 +155,22 @@ class Session {
   // Registers a buffer: site, identity, and (while observing) its place in the op sequence.
   void RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, StreamKey stream);
   void FlushPendingAllocsLocked();
-  RecordedOp* AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches);
+  RecordedOp* AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches, const ParamLayout* layout,
+                          uint64_t shape);
+  // The profiling iteration: the op's buffers are brought to the device before its start event, so its measured
+  // duration is its own and not demand paging's.
+  void PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device);
+  // Offsets inside allocations that pointers have shown while observing: where sub-buffers start.
+  void NoteOffsetsLocked(const std::vector<Touch>& touches);
+  // A kernel pointer says nothing about direction, and the planner needs one: an op that only reads a weight can
+  // be re-run, one that writes it cannot; memory carried over from before the iteration (a caching allocator's
+  // segment) must be kept from the last iteration only if its first touch reads it. The profiling iteration
+  // copies what each kernel touches before and after the op and compares: unchanged is a read, changed a
+  // read-write (a write, at the first touch of carried-over memory). A hint for planning: recompute is
+  // validated against every buffer its kernels touch before it is trusted.
+  void ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches);
+  void FinishProbes(RecordedOp& op);
+  uint64_t GuessExtentLocked(const Touch& t) const;
   void WriteTrace(const std::shared_ptr<Recording>& rec);
 
   const SessionConfig config_;
@@ -153,6 +187,7 @@ class Session {
 
   Arena arena_;
   Registry registry_;
+  Executor executor_;
   ParamLayouts layouts_;
   SiteTable sites_;
   Worker worker_;
@@ -167,7 +202,10 @@ class Session {
   // recording (a buffer is allocated just before the first kernel that writes it).
   std::vector<BufferEntry> pending_allocs_;
   uint64_t last_op_signature_ = 0;  // ShapeSignature of the last op
+  std::unordered_map<uint64_t, uint64_t> live_births_;  // birth group -> buffers of it alive (while observing)
+  std::unordered_map<uint64_t, std::vector<uint64_t>> known_offsets_;  // serial -> sorted offsets seen
   uint64_t allocs_since_op_ = 0;
+  uint64_t bytes_since_op_ = 0;
   bool marker_mode_ = false;
   uint64_t markers_ = 0;
   std::atomic<bool> observing_{false};   // ops go through detection/recording
@@ -176,6 +214,7 @@ class Session {
   std::atomic<int> capture_depth_{0};
 
   // Iteration counting once detection has stopped: ops since a known boundary, modulo the period.
+  std::atomic<bool> counting_{false};
   std::atomic<uint64_t> op_counter_{0};
   std::atomic<uint64_t> counted_period_{0};
   std::atomic<uint64_t> counted_boundary_{0};
@@ -183,6 +222,10 @@ class Session {
   mutable std::mutex trace_mu_;
   std::string trace_path_;
   std::string trace_error_;
+  std::shared_ptr<const RecordedIteration> recorded_;  // the last recording, kept for planning again
+  std::string plan_path_;
+  std::string plan_error_;
+  std::atomic<bool> replanning_{false};
 };
 
 }  // namespace karma::rt

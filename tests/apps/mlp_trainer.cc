@@ -3,6 +3,8 @@
 #include <functional>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "common/layers.h"
 #include "common/trainer.h"
 #if APPS_MPI
@@ -16,6 +18,25 @@ namespace k = apps::kernels;
 
 constexpr float kLearningRate = 0.05f;
 constexpr float kMomentum = 0.9f;
+
+// --inplace-input (a variant for KARMA's recompute validation): every layer after the first halves its input in
+// place right after its GEMM has read it (the backward pass then uses the halved input). Running the GEMM again
+// later reads the halved input and produces another output, so a recompute that re-runs it must be caught and
+// rejected.
+bool g_inplace_input = false;
+
+struct HalveInPlace {
+  static constexpr const char* kName = "halve_in_place";
+  static void Body(int64_t n, float* x) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= 0.5f;
+  }
+  static void Cost(simcuda_cost* c, int64_t n, float* x) {
+    c->flops = static_cast<double>(n);
+    c->bytes = 8 * static_cast<double>(n);
+    k::Range(c, x, n);
+  }
+};
+const Module<HalveInPlace> kMlpModule;
 
 class Mlp : public Model {
  public:
@@ -50,6 +71,7 @@ class Mlp : public Model {
     for (int l = 0; l < depth; ++l) {
       float* z = c.New(n);
       c.Gemm(false, false, w, b, w, weights_[l].w, w, h, w, z, w);
+      if (g_inplace_input && l > 0) c.Run<HalveInPlace>(n, n, h);
       float* a = c.New(n);
       c.Run<k::BiasActFwd>(n, int64_t{w}, int64_t{b}, static_cast<const float*>(biases_[l].w), z, a);
       float* mask = nullptr;
@@ -135,5 +157,8 @@ int main(int argc, char** argv) {
 #if APPS_MPI
   app.mpi = apps::MakeMpiExchange;
 #endif
+  app.extra_flags = [](CLI::App& cli) {
+    cli.add_flag("--inplace-input", g_inplace_input, "variant: every layer after the first halves its input in place");
+  };
   return apps::RunTrainer(argc, argv, app);
 }

@@ -35,9 +35,9 @@ struct Feeder {
   void Feed(const Iter& it) {
     for (size_t j = 0; j < it.sigs.size(); ++j) Op(it.sigs[j], it.live[j]);
   }
-  void Op(uint64_t sig, uint64_t live) {
+  void Op(uint64_t sig, uint64_t live, bool launch = true) {
     const uint64_t index = d.ops();
-    const Step s = d.Observe(sig, live, false);
+    const Step s = d.Observe(sig, live, false, launch);
     if (s == Step::kBoundary) {
       boundaries.push_back(index);
       if (d.stable()) stable_boundaries.push_back(index);
@@ -171,6 +171,23 @@ TEST(DetectorTest, PeriodsWhoseOpsAllRepeatWithinTheIterationAreFound) {
   }
   ASSERT_TRUE(r.d.locked());
   EXPECT_EQ(r.d.period(), 6u);
+}
+
+TEST(DetectorTest, ASetUpLoopOfCopiesIsNotTheIteration) {
+  // Uploading weights tensor after tensor (three copies per tensor, many tensors) repeats long before training
+  // starts; its period has no launch, so the training iteration is the one found.
+  Feeder r;
+  for (int t = 0; t < 60; ++t) {
+    for (uint64_t j = 0; j < 6; ++j) r.Op(900 + j, 100 * static_cast<uint64_t>(t), /*launch=*/false);
+  }
+  EXPECT_FALSE(r.d.locked());
+  Iter it = Distinct(1000, 30);
+  for (int i = 0; i < 6; ++i) {
+    for (size_t j = 0; j < it.sigs.size(); ++j) r.Op(it.sigs[j], it.live[j], /*launch=*/j % 3 != 0);
+  }
+  ASSERT_TRUE(r.d.locked());
+  EXPECT_EQ(r.d.period(), 30u);
+  for (uint64_t b : r.boundaries) EXPECT_EQ((b - 360) % 30, 0u) << b;
 }
 
 TEST(DetectorTest, CandidatesStayBounded) {

@@ -1,0 +1,792 @@
+// The replay executor: positions, issue of plan actions on KARMA's streams, recompute with validation, divergence,
+// and the measurements of the exit summary.
+#include "runtime/session/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/common/log.h"
+#include "runtime/session/arena.h"
+
+namespace karma::rt {
+namespace {
+
+constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
+constexpr uint32_t kMaxRerecords = 3;
+constexpr uint64_t kPage = 2ull << 20;
+
+uint64_t PageUp(uint64_t b) { return (b + kPage - 1) / kPage * kPage; }
+
+cudaMemLocation Location(bool device, int id) {
+  cudaMemLocation l{};
+  l.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  l.id = device ? id : 0;
+  return l;
+}
+
+template <typename T>
+bool Has(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(stats) {}
+
+Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
+
+cudaStream_t Executor::S(StreamKey k) { return k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k); }
+
+std::string Executor::program_summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& p = prog_ != nullptr ? prog_ : pending_;
+  return p != nullptr ? p->summary : std::string();
+}
+
+std::vector<bool> Executor::rejected_ops() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejected_ops_;
+}
+
+void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (program == nullptr || program->period == 0) return;
+  pending_ = std::move(program);
+  base_ = base;
+  device_ = device;
+  stats_->measures_stalls.store(1, std::memory_order_relaxed);
+  armed_.store(true, std::memory_order_relaxed);
+}
+
+void Executor::Uninstall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_.store(false, std::memory_order_relaxed);
+  pending_.reset();
+  prog_.reset();
+  running_ = false;
+}
+
+bool Executor::EnsureStreamsLocked() {
+  if (in_ != nullptr) return true;
+  if (streams_failed_ || api_.cudaStreamCreateWithFlags == nullptr) return false;
+  LastErrorScope errors(api_);
+  // Non-blocking: the legacy default stream must not wait for KARMA's copies, only where the plan says.
+  if (api_.cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking) != cudaSuccess ||
+      api_.cudaStreamCreateWithFlags(&out_, cudaStreamNonBlocking) != cudaSuccess ||
+      api_.cudaStreamCreateWithFlags(&aux_, cudaStreamNonBlocking) != cudaSuccess) {
+    errors.Failed();
+    streams_failed_ = true;
+    in_ = out_ = aux_ = nullptr;
+    KARMA_LOG(kWarn, "replay disabled, running as um: KARMA's streams could not be created");
+    return false;
+  }
+  return true;
+}
+
+cudaEvent_t Executor::EventLocked() {
+  cudaEvent_t e = nullptr;
+  if (!free_events_.empty()) {
+    e = free_events_.back();
+    free_events_.pop_back();
+  } else if (api_.cudaEventCreateWithFlags == nullptr ||
+             api_.cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
+    return nullptr;
+  }
+  used_events_.push_back(e);
+  return e;
+}
+
+cudaEvent_t Executor::RecordLocked(StreamKey stream) {
+  cudaEvent_t e = EventLocked();
+  if (e == nullptr || api_.cudaEventRecord(e, S(stream)) != cudaSuccess) return nullptr;
+  return e;
+}
+
+void Executor::SampleDeviceLocked() {
+  size_t free = 0, total = 0;
+  if (!RealMemGetInfo(api_, &free, &total)) return;
+  const uint64_t used = total > free ? total - free : 0;
+  uint64_t peak = peak_device_.load(std::memory_order_relaxed);
+  while (used > peak && !peak_device_.compare_exchange_weak(peak, used)) {
+  }
+}
+
+void Executor::MeasureLocked(bool final) {
+  auto elapsed_ns = [&](cudaEvent_t a, cudaEvent_t b, double* ns) {
+    float ms = 0;
+    if (a == nullptr || b == nullptr || api_.cudaEventElapsedTime == nullptr) return false;
+    if (api_.cudaEventElapsedTime(&ms, a, b) != cudaSuccess) return false;
+    *ns = static_cast<double>(ms) * 1e6;
+    return true;
+  };
+  LastErrorScope errors(api_);
+  auto measure = [&](std::vector<Stall>& stalls) {
+    for (const Stall& s : stalls) {
+      double ns = 0;
+      if (!elapsed_ns(s.waiting, s.ready, &ns)) {
+        errors.Failed();
+        continue;
+      }
+      if (ns > 0) {
+        stats_->prefetch_misses.fetch_add(1, std::memory_order_relaxed);
+        stats_->stall_ns.fetch_add(static_cast<uint64_t>(std::llround(ns)), std::memory_order_relaxed);
+      } else {
+        stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    stalls.clear();
+  };
+  measure(stalls_to_measure_);
+  double busy = 0;
+  if (elapsed_ns(busy_from_, busy_to_, &busy)) {
+    stats_->busy_ns.fetch_add(static_cast<uint64_t>(std::llround(std::max(0.0, busy))), std::memory_order_relaxed);
+  } else if (busy_from_ != nullptr) {
+    errors.Failed();
+  }
+  busy_from_ = busy_to_ = nullptr;
+  if (final) measure(stalls_);
+}
+
+void Executor::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (api_.cudaEventSynchronize != nullptr) {
+    LastErrorScope errors(api_);
+    for (const Stall& s : stalls_) {
+      if (s.ready != nullptr && api_.cudaEventSynchronize(s.ready) != cudaSuccess) errors.Failed();
+    }
+  }
+  MeasureLocked(true);
+}
+
+void Executor::StartIterationLocked(uint64_t n) {
+  iteration_++;
+  if (running_ && diverged_) {
+    divergent_streak_++;
+  } else if (running_) {
+    divergent_streak_ = 0;
+  }
+  if (divergent_streak_ >= kDivergentIterationsBeforeRerecord) {
+    divergent_streak_ = 0;
+    running_ = false;
+    if (rerecord_requests_ < kMaxRerecords) {
+      rerecord_requests_++;
+      KARMA_LOG(kInfo, "{} iterations in a row diverged from the plan: recording again",
+                kDivergentIterationsBeforeRerecord);
+      request_.store(static_cast<uint8_t>(Request::kRerecord), std::memory_order_release);
+      armed_.store(false, std::memory_order_relaxed);
+      prog_.reset();
+      pending_.reset();
+      return;
+    }
+  }
+  // The actions anchored after the last op of the iteration that just ended.
+  if (running_ && !diverged_ && prog_ != nullptr && last_done_ == prog_->period - 1) {
+    IssueLocked(prog_->period, prog_->stream[prog_->period - 1]);
+  }
+  last_done_ = kNoPosition;
+  deferred_.clear();  // prefetches for ops of the last iteration that never came
+  if (pending_ != nullptr) {
+    prog_ = std::move(pending_);
+    pending_.reset();
+    checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
+    rejected_ops_.resize(prog_->period, false);
+    launches_ = prog_->relaunch;
+    replayed_ = 0;
+    peak_position_ = static_cast<uint32_t>(
+        std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
+    KARMA_LOG(kInfo, "replaying the plan from iteration {}: {}",
+              stats_->iteration.load(std::memory_order_relaxed), prog_->summary);
+  }
+  diverged_ = false;
+  running_ = prog_ != nullptr && EnsureStreamsLocked();
+  // Events of the iteration before the last are measured and recycled.
+  MeasureLocked(false);
+  free_events_.insert(free_events_.end(), measured_events_.begin(), measured_events_.end());
+  measured_events_ = std::move(used_events_);
+  used_events_.clear();
+  stalls_to_measure_ = std::move(stalls_);
+  stalls_.clear();
+  if (!running_) return;
+  const ReplayProgram& p = *prog_;
+  prefetched_.assign(p.actions, nullptr);
+  evicted_.assign(p.buffers.size(), nullptr);
+  away_.assign(p.buffers.size(), 0);
+  discarded_for_.assign(p.recomputes.size(), false);
+  fresh_.assign(p.period, false);
+  launches_.resize(p.period);
+  for (uint32_t op = 0; op < p.period; ++op) {
+    if (p.in_recompute[op]) launches_[op] = p.relaunch[op];  // until this iteration's launch replaces it
+  }
+  if (alloc_iteration_ != (n - base_) / p.period) {
+    alloc_base_.assign(p.alloc_size.size(), 0);
+    alloc_freed_.assign(p.alloc_size.size(), false);
+    ordinal_ = 0;
+    alloc_iteration_ = (n - base_) / p.period;
+  }
+  cudaEvent_t start = RecordLocked(p.stream[0]);
+  busy_from_ = iteration_start_;
+  busy_to_ = start;
+  iteration_start_ = start;
+  // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
+  // second on, at its start and where the plan holds the most.
+  if (++replayed_ > 1) SampleDeviceLocked();
+  IssueLocked(0, p.stream[0]);
+}
+
+void Executor::SetLaunch(uint32_t position, Relaunch launch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prog_ == nullptr || position >= launches_.size() || launch == nullptr) return;
+  launches_[position] = std::move(launch);
+  fresh_[position] = true;
+}
+
+uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch) {
+  *wants_launch = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
+  if (p == nullptr || n < base_) return kNoPosition;
+  const auto pos = static_cast<uint32_t>((n - base_) % p->period);
+  try {
+    if (pos == 0) StartIterationLocked(n);
+    if (!running_ || diverged_ || prog_ == nullptr) return kNoPosition;
+    const ReplayProgram& prog = *prog_;
+    if (shape != prog.shape[pos] || stream != prog.stream[pos]) {
+      KARMA_LOG(kDebug, "op {} of the iteration is not the recorded one{}: planned actions stop until the next "
+                "iteration", pos, stream != prog.stream[pos] ? " (another stream)" : "");
+      DivergeLocked();
+      return kNoPosition;
+    }
+    // Actions anchored after the previous op go out now rather than right after its launch: the frees the
+    // application makes in between (the plan's "freed after its last use") then happen before the prefetches
+    // that count on that room.
+    if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
+    IssueDeferredLocked(UINT32_MAX);
+    for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
+    for (uint32_t a : prog.waits[pos]) {
+      if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
+      cudaEvent_t done = prefetched_[a];
+      if (done == nullptr) continue;
+      LastErrorScope errors(api_);
+      if (api_.cudaEventQuery(done) == cudaSuccess) {
+        stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      errors.Failed();  // cudaErrorNotReady is not the application's
+      cudaEvent_t waiting = RecordLocked(stream);
+      if (api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+      stalls_.push_back({waiting, done});
+    }
+    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked();
+    for (trace::BufferId b : prog.reads[pos]) {
+      if (away_[b] == 0) continue;
+      away_[b] = 0;  // demand paging brings it back
+      stats_->faults.fetch_add(1, std::memory_order_relaxed);
+    }
+    *wants_launch = prog.in_recompute[pos];
+    if (LogEnabled(LogLevel::kDebug)) {
+      size_t free = 0, total = 0;
+      if (RealMemGetInfo(api_, &free, &total)) {
+        KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
+                  static_cast<double>(total - free) / (1 << 20), static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
+      }
+    }
+  } catch (...) {
+    // Out of memory in bookkeeping: stop replaying; paging keeps the application correct.
+    running_ = false;
+    return kNoPosition;
+  }
+  return pos;
+}
+
+void Executor::After(uint32_t pos, bool ok) {
+  if (pos == kNoPosition) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!running_ || diverged_ || prog_ == nullptr || pos >= prog_->period) return;
+  last_done_ = pos;
+  if (!ok) {
+    KARMA_LOG(kDebug, "op {} of the iteration failed: planned actions stop until the next iteration", pos);
+    DivergeLocked();  // the op did not run as recorded
+    return;
+  }
+}
+
+bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
+  const ReplayBuffer& rb = prog_->buffers[b];
+  r->bytes = rb.bytes;
+  if (!rb.allocated_inside) {
+    r->addr = rb.address;
+    return true;
+  }
+  if (rb.alloc_ordinal >= alloc_base_.size()) return false;
+  const uint64_t base = alloc_base_[rb.alloc_ordinal];
+  if (base == 0 || alloc_freed_[rb.alloc_ordinal]) return false;
+  r->addr = base + (rb.address - rb.alloc_start);
+  return true;
+}
+
+bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
+  if (!AddressLocked(b, r)) return false;
+  // A whole large arena block owns its pages up to the 2 MiB boundary: moving or discarding the span frees the
+  // last, partly used page too (a discard frees only pages it covers entirely).
+  const ReplayBuffer& rb = prog_->buffers[b];
+  if (rb.origin == Origin::kArena && rb.address == rb.alloc_start && rb.bytes == rb.alloc_bytes &&
+      rb.bytes > kSmallLimit) {
+    r->bytes = Arena::SpanOf(rb.bytes);
+  }
+  return true;
+}
+
+bool Executor::Movable(trace::BufferId b) const {
+  const Origin o = prog_->buffers[b].origin;
+  return o == Origin::kArena || o == Origin::kAppManaged;
+}
+
+void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
+  if (ranges.empty()) return;
+  LastErrorScope errors(api_);
+  cudaMemLocation loc = Location(to_device, device_);
+  // The batch call refuses the legacy default stream.
+  if (ranges.size() > 1 && api_.cudaMemPrefetchBatchAsync != nullptr && s != nullptr && s != cudaStreamLegacy) {
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    for (const Range& r : ranges) {
+      ptrs.push_back(reinterpret_cast<void*>(r.addr));
+      sizes.push_back(r.bytes);
+    }
+    size_t first = 0;
+    if (api_.cudaMemPrefetchBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), &loc, &first, 1, 0, s) ==
+        cudaSuccess) {
+      return;
+    }
+    errors.Failed();
+  }
+  if (api_.cudaMemPrefetchAsync == nullptr) return;
+  for (const Range& r : ranges) {
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(r.addr), r.bytes, loc, 0, s) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+}
+
+void Executor::IssueLocked(uint32_t k, StreamKey stream) {
+  const ReplayProgram& p = *prog_;
+  const std::vector<ReplayProgram::Item>& items = p.after[k];
+  if (items.empty()) return;
+  SampleDeviceLocked();
+  LastErrorScope errors(api_);
+  cudaEvent_t anchor = RecordLocked(stream);
+  if (anchor == nullptr) {
+    errors.Failed();
+    return;
+  }
+  std::vector<Range> out, drop;
+  std::vector<trace::BufferId> out_ids, drop_ids;
+  bool prefetches = false;
+  for (const ReplayProgram::Item& it : items) {
+    Range r;
+    if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
+    ReplayProgram::Move move = it.move;
+    if (move == ReplayProgram::Move::kDiscard && checks_[it.recompute] != Check::kValid) {
+      move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it: keep the value
+    }
+    switch (move) {
+      case ReplayProgram::Move::kPrefetch:
+        prefetches = true;
+        break;
+      case ReplayProgram::Move::kEvict: {
+        // Only pages the buffer owns leave: a page shared with a neighbour (a small buffer in a slab, a tensor
+        // inside a caching allocator's segment) would take the neighbour's bytes with it, and it would fault.
+        const uint64_t lo = PageUp(r.addr), hi = (r.addr + r.bytes) / kPage * kPage;
+        if (hi <= lo) break;
+        out.push_back({lo, hi - lo});
+        out_ids.push_back(it.buffer);
+        break;
+      }
+      case ReplayProgram::Move::kDiscard:
+        drop.push_back(r);
+        drop_ids.push_back(it.buffer);
+        discarded_for_[it.recompute] = true;
+        break;
+    }
+  }
+  if (!out.empty()) {
+    if (api_.cudaStreamWaitEvent(out_, anchor, 0) != cudaSuccess) errors.Failed();
+    PrefetchLocked(out, out_, false);
+    cudaEvent_t done = RecordLocked(KeyOf(out_));
+    for (size_t i = 0; i < out.size(); ++i) {
+      evicted_[out_ids[i]] = done;
+      away_[out_ids[i]] = 1;
+      stats_->evicted_bytes.fetch_add(out[i].bytes, std::memory_order_relaxed);
+    }
+  }
+  if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
+    if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    for (const Range& r : drop) {
+      ptrs.push_back(reinterpret_cast<void*>(r.addr));
+      sizes.push_back(r.bytes);
+    }
+    if (api_.cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), 0, aux_) != cudaSuccess) {
+      errors.Failed();
+    }
+    // Nothing later on the application's stream may run before the discard has happened.
+    cudaEvent_t done = RecordLocked(KeyOf(aux_));
+    if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+    for (size_t i = 0; i < drop.size(); ++i) {
+      away_[drop_ids[i]] = 1;
+      stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
+    }
+  }
+  if (prefetches) {
+    deferred_.push_back({k, anchor});
+    IssueDeferredLocked(UINT32_MAX);
+  }
+}
+
+bool Executor::RoomLocked(uint32_t k) const {
+  for (trace::BufferId b : prog_->room_from[k]) {
+    Range r;
+    if (away_[b] == 0 && AddressLocked(b, &r)) return false;  // still allocated and on the device
+  }
+  return true;
+}
+
+void Executor::IssueDeferredLocked(uint32_t needed_action) {
+  const ReplayProgram& p = *prog_;
+  LastErrorScope errors(api_);
+  while (!deferred_.empty()) {
+    const Deferred d = deferred_.front();
+    bool needed = false;
+    for (const ReplayProgram::Item& it : p.after[d.k]) needed = needed || it.action == needed_action;
+    // First-in first-out, like the copy engine the plan assumes: a later batch never overtakes a waiting one.
+    if (!needed && !RoomLocked(d.k)) return;
+    deferred_.pop_front();
+    std::vector<Range> in;
+    std::vector<trace::BufferId> in_ids;
+    for (const ReplayProgram::Item& it : p.after[d.k]) {
+      Range r;
+      if (it.move != ReplayProgram::Move::kPrefetch || !Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) ||
+          r.bytes == 0) {
+        continue;
+      }
+      in.push_back(r);
+      in_ids.push_back(it.buffer);
+    }
+    if (in.empty()) continue;
+    if (api_.cudaStreamWaitEvent(in_, d.anchor, 0) != cudaSuccess) errors.Failed();
+    // A buffer evicted earlier in this iteration comes back only after its write-back.
+    for (trace::BufferId b : in_ids) {
+      if (evicted_[b] != nullptr && api_.cudaStreamWaitEvent(in_, evicted_[b], 0) != cudaSuccess) errors.Failed();
+    }
+    PrefetchLocked(in, in_, true);
+    cudaEvent_t done = RecordLocked(KeyOf(in_));
+    for (trace::BufferId b : in_ids) away_[b] = 0;
+    for (const ReplayProgram::Item& it : p.after[d.k]) {
+      if (it.move == ReplayProgram::Move::kPrefetch && Has(in_ids, it.buffer)) prefetched_[it.action] = done;
+    }
+    for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    if (needed) return;
+  }
+}
+
+bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
+                           std::vector<std::pair<trace::BufferId, uint64_t>>* redirected) {
+  const ReplayProgram& p = *prog_;
+  std::vector<trace::BufferId> gone;
+  for (trace::BufferId b : rc.used) {
+    Range r;
+    if (AddressLocked(b, &r)) continue;
+    // Gone: an output the application has freed may go to scratch; an input cannot be recomputed from.
+    if (!Has(rc.written, b) || Has(rc.targets, b)) {
+      missing_ = b;
+      return false;
+    }
+    gone.push_back(b);
+  }
+  if (gone.empty()) return true;
+  // Scratch slots are shared by outputs whose uses within the recompute do not overlap (one layer's temporary
+  // dies before the next layer's is born), as the plan's memory assumes.
+  struct Slot {
+    uint64_t offset = 0, bytes = 0;
+    size_t free_after = 0;  // index in rc.ops of the last op using the current occupant
+  };
+  std::vector<Slot> slots;
+  std::vector<uint64_t> offset_of(gone.size(), 0);
+  uint64_t scratch_needed = 0;
+  for (size_t g = 0; g < gone.size(); ++g) {
+    size_t first = rc.ops.size(), last = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      if (!Has(p.uses[rc.ops[i]], gone[g])) continue;
+      first = std::min(first, i);
+      last = i;
+    }
+    const uint64_t bytes = PageUp(p.buffers[gone[g]].bytes);
+    Slot* slot = nullptr;
+    for (Slot& s : slots) {
+      if (s.bytes >= bytes && s.free_after < first) slot = &s;
+    }
+    if (slot == nullptr) {
+      slots.push_back({scratch_needed, bytes, 0});
+      scratch_needed += bytes;
+      slot = &slots.back();
+    }
+    slot->free_after = last;
+    offset_of[g] = slot->offset;
+  }
+  if (scratch_bytes_ < scratch_needed) {
+    void* s = nullptr;
+    LastErrorScope errors(api_);
+    if (api_.cudaMallocManaged == nullptr ||
+        api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
+      errors.Failed();
+      missing_ = gone.front();
+      return false;
+    }
+    scratch_ = reinterpret_cast<uint64_t>(s);  // the smaller one is kept: scratch is never freed (cudaFree syncs)
+    scratch_bytes_ = scratch_needed;
+  }
+  for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_ + offset_of[g]});
+  return true;
+}
+
+bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
+                              const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) {
+  const ReplayProgram& p = *prog_;
+  for (trace::OpId op : rc.ops) {
+    const Relaunch& launch = launches_[op];
+    if (launch == nullptr) return false;
+    AddressMap map;
+    for (trace::BufferId b : p.uses[op]) {
+      const ReplayBuffer& rb = p.buffers[b];
+      // Where the launch's pointer points: this iteration's allocation for a fresh launch, the recording's else.
+      uint64_t from = rb.address;
+      if (fresh_[op] && rb.allocated_inside) {
+        if (rb.alloc_ordinal >= alloc_base_.size() || alloc_base_[rb.alloc_ordinal] == 0) continue;
+        from = alloc_base_[rb.alloc_ordinal] + (rb.address - rb.alloc_start);
+      }
+      uint64_t to = 0;
+      for (const auto& [gone, scratch] : redirected) {
+        if (gone == b) to = scratch;
+      }
+      Range now;
+      if (to == 0 && AddressLocked(b, &now)) to = now.addr;
+      if (to != 0 && to != from) map.entries.push_back({from, rb.bytes, to});
+    }
+    if (!(*launch)(map)) return false;
+  }
+  stats_->recomputed_kernels.fetch_add(rc.ops.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  if (checks_[r] == Check::kUnvalidated) {
+    ValidateLocked(r, stream);
+    return;
+  }
+  if (!discarded_for_[r]) return;  // its targets kept their values (evicted): demand paging brings them
+  discarded_for_[r] = false;
+  std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
+  bool ok = PlaceLocked(rc, &redirected);
+  if (ok) {
+    // The discarded targets and the scratch are populated without a transfer, sparing the launches a fault on
+    // every page they write.
+    std::vector<Range> populate;
+    for (trace::BufferId b : rc.targets) {
+      Range t;
+      if (MoveRangeLocked(b, &t)) populate.push_back(t);
+    }
+    for (const auto& [b, at] : redirected) {
+      const Range slot{at, PageUp(prog_->buffers[b].bytes)};
+      if (std::none_of(populate.begin(), populate.end(), [&](const Range& x) { return x.addr == slot.addr; })) {
+        populate.push_back(slot);
+      }
+    }
+    PrefetchLocked(populate, S(stream), true);
+    ok = RelaunchLocked(rc, redirected);
+  }
+  if (!ok) {
+    // The targets are discarded and cannot be rebuilt: this is a failure the application would see.
+    KARMA_LOG(kError, "a recompute could not be issued; results of this iteration may be wrong");
+  }
+  for (trace::BufferId b : rc.targets) away_[b] = 0;
+  if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
+    // The scratch outputs are dead once the launches have run.
+    LastErrorScope errors(api_);
+    cudaEvent_t after = RecordLocked(stream);
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    for (const auto& [b, at] : redirected) {
+      if (std::find(ptrs.begin(), ptrs.end(), reinterpret_cast<void*>(at)) != ptrs.end()) continue;
+      ptrs.push_back(reinterpret_cast<void*>(at));
+      sizes.push_back(PageUp(prog_->buffers[b].bytes));
+    }
+    if (after == nullptr || api_.cudaStreamWaitEvent(aux_, after, 0) != cudaSuccess ||
+        api_.cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), 0, aux_) != cudaSuccess) {
+      errors.Failed();
+    }
+    cudaEvent_t done = RecordLocked(KeyOf(aux_));
+    if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+  }
+}
+
+void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  const ReplayProgram& p = *prog_;
+  auto reject = [&](const std::string& why) {
+    checks_[r] = Check::kRejected;
+    for (trace::OpId op : rc.ops) rejected_ops_[op] = true;
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
+              rc.before, why);
+    request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
+  };
+  if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) {
+    reject("no way to copy device memory for the check");
+    return;
+  }
+  std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
+  if (!PlaceLocked(rc, &redirected)) {
+    reject(fmt::format("buffer {} is not allocated at that point", missing_));
+    return;
+  }
+  LastErrorScope errors(api_);
+  const cudaStream_t s = S(stream);
+  struct Copy {
+    Range r;
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<Copy> before;
+  auto sync = [&] {
+    if (api_.cudaStreamSynchronize(s) == cudaSuccess) return true;
+    errors.Failed();
+    return false;
+  };
+  if (!sync()) {
+    reject("the stream could not be synchronized");
+    return;
+  }
+  for (trace::BufferId b : rc.used) {
+    if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
+    Copy c;
+    AddressLocked(b, &c.r);
+    c.bytes.resize(c.r.bytes);
+    if (api_.cudaMemcpyAsync(c.bytes.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes,
+                             cudaMemcpyDeviceToHost, s) != cudaSuccess) {
+      errors.Failed();
+      reject("a buffer could not be copied");
+      return;
+    }
+    before.push_back(std::move(c));
+  }
+  if (!sync()) {
+    reject("the stream could not be synchronized");
+    return;
+  }
+  const bool launched = RelaunchLocked(rc, redirected) && sync();
+  bool same = launched;
+  std::vector<unsigned char> after;
+  for (const Copy& c : before) {
+    if (!same) break;
+    after.resize(c.bytes.size());
+    if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes, cudaMemcpyDeviceToHost,
+                             s) != cudaSuccess ||
+        !sync()) {
+      errors.Failed();
+      same = false;
+      break;
+    }
+    same = after == c.bytes;
+  }
+  if (same) {
+    checks_[r] = Check::kValid;
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
+              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
+    (void)p;
+    return;
+  }
+  // Put everything back as it was.
+  for (const Copy& c : before) {
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  sync();
+  reject(launched ? "the recomputed buffers differ from the originals" : "a launch failed");
+}
+
+void Executor::DivergeLocked() {
+  diverged_ = true;
+  stats_->divergences.fetch_add(1, std::memory_order_relaxed);
+  // Buffers discarded for a recompute that will not run now: rebuild them before anything else can read them.
+  const ReplayProgram& p = *prog_;
+  for (uint32_t r = 0; r < p.recomputes.size(); ++r) {
+    if (discarded_for_[r]) RunRecomputeLocked(r, p.stream[p.recomputes[r].before]);
+  }
+}
+
+void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, StreamKey stream, bool arena_block) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
+  if (p == nullptr || next_op < base_) return;
+  if (running_ && arena_block && api_.cudaMemPrefetchAsync != nullptr) {
+    // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
+    // transfer and spares the op that writes the tensor the faults.
+    LastErrorScope errors(api_);
+    const StreamKey key = stream == kSyncStream ? 0 : stream;
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), Arena::SpanOf(size), Location(true, device_), 0,
+                                  S(key)) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  const uint64_t iteration = (next_op - base_) / p->period;
+  if (iteration != alloc_iteration_) {
+    alloc_iteration_ = iteration;
+    alloc_base_.assign(p->alloc_size.size(), 0);
+    alloc_freed_.assign(p->alloc_size.size(), false);
+    ordinal_ = 0;
+  }
+  const uint32_t k = ordinal_++;
+  if (k >= alloc_base_.size()) return;
+  if (p->alloc_size[k] != size) {
+    // Not the allocation the recording saw here: none of this iteration's later ones can be trusted either.
+    alloc_base_.assign(alloc_base_.size(), 0);
+    ordinal_ = static_cast<uint32_t>(alloc_base_.size());
+    return;
+  }
+  alloc_base_[k] = addr;
+}
+
+void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prog_ == nullptr) return;
+  for (size_t k = 0; k < alloc_base_.size(); ++k) {
+    if (alloc_base_[k] == addr) alloc_freed_[k] = true;
+  }
+  // Small blocks share pages with others: discarding them would not free a page, only poison neighbours' bytes.
+  if (!arena_block || span < kPage || span % kPage != 0 || !EnsureStreamsLocked() ||
+      api_.cudaMemDiscardBatchAsync == nullptr) {
+    return;
+  }
+  LastErrorScope errors(api_);
+  const StreamKey key = stream == kSyncStream ? 0 : stream;
+  cudaEvent_t freed = RecordLocked(key);
+  void* ptr = reinterpret_cast<void*>(addr);
+  size_t bytes = span;
+  if (freed == nullptr || api_.cudaStreamWaitEvent(aux_, freed, 0) != cudaSuccess ||
+      api_.cudaMemDiscardBatchAsync(&ptr, &bytes, 1, 0, aux_) != cudaSuccess) {
+    errors.Failed();
+    return;
+  }
+  cudaEvent_t done = RecordLocked(KeyOf(aux_));
+  if (done == nullptr || api_.cudaStreamWaitEvent(S(key), done, 0) != cudaSuccess) errors.Failed();
+}
+
+void Executor::OnMarker(uint64_t next_op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  base_ = next_op;  // positions count from the marked start
+}
+
+}  // namespace karma::rt

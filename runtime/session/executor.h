@@ -1,0 +1,186 @@
+// The replay executor: runs a compiled plan alongside the application, issuing prefetches, evictions, discards
+// and recomputes on its own streams, ordered against the application's streams with events.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/common/live_stats.h"
+#include "runtime/session/cuda_api.h"
+#include "runtime/session/ops.h"
+#include "runtime/session/replay_program.h"
+
+namespace karma::rt {
+
+// Positions: op number n (the session's count of ops since the recording) is at position (n - base) % period
+// of the iteration. Each position's op is checked against the recorded one (its shape signature); a mismatch is
+// a divergence: nothing more is issued in that iteration (managed memory keeps results correct), buffers
+// discarded for a recompute are rebuilt at once, and three divergent iterations in a row ask the session for a
+// new recording.
+//
+// Ordering: an action anchored "after op p" waits on an event recorded on op p's stream right after its launch;
+// a prefetch an op waits for makes that op's stream wait on the prefetch's event, only if it has not completed;
+// a discard makes the stream of the op it follows wait for it (nothing of that stream may run before the
+// discard does); a recompute is launched on the stream of the op it precedes. Prefetches go on one stream
+// (host-to-device), evictions on another (device-to-host), discards on a third, so each copy engine serves its
+// queue first-in first-out as the plan assumes.
+//
+// Recompute validation: the first time a recompute is due, its targets were evicted instead of discarded; every
+// buffer its launches use is copied to the host, the launches run, and every buffer must come out bit-identical
+// (targets rebuilt to the values they hold, inputs and side outputs untouched). Otherwise the buffers are
+// restored from the copies, the recompute is rejected (its targets are swapped from then on) and the session
+// is asked for a new plan without those ops. Outputs whose recorded memory the application has freed meanwhile
+// are redirected to scratch memory of the executor's own.
+//
+// Measurements (the exit summary and the live view): bytes moved, recomputed launches, "faults" — reads of a
+// buffer the executor had moved off the device and not brought back, which demand paging serves — prefetch
+// hits (complete when needed) and misses, stalls — for each miss, the time from when the waiting stream would
+// have started the op to the prefetch's completion, from CUDA events — and iteration times between iteration
+// starts, also from events on the application's stream. Peak device residency comes from cudaMemGetInfo, sampled
+// at each iteration start and at the op where the plan holds the most, from the second replayed iteration on.
+class Executor {
+ public:
+  static constexpr uint32_t kNoPosition = UINT32_MAX;
+
+  Executor(const CudaApi& api, live::Stats* stats);
+  ~Executor();
+  // Where the statistics go (the live view's segment once it exists).
+  void SetStats(live::Stats* stats) { stats_ = stats; }
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // From the worker: run `program` from the next iteration start on. `base` is the number of an op that starts
+  // an iteration.
+  void Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device);
+  // Stops replaying (re-recording, degradation); in-flight work completes on its own.
+  void Uninstall();
+  bool armed() const { return armed_.load(std::memory_order_relaxed); }
+
+  // Before op number `n`'s real call; returns its position for After(), or kNoPosition when nothing is replayed.
+  // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).
+  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch);
+  // This iteration's launch of the op at `position`: a recompute re-runs ops with the arguments of the current
+  // iteration (random seeds and step counters change between iterations).
+  void SetLaunch(uint32_t position, Relaunch launch);
+  void After(uint32_t position, bool ok);
+  // An allocation of the application on `stream`, made before op number `next_op`.
+  void OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, StreamKey stream, bool arena_block);
+  // Before the arena frees a block: its contents are dead, so its pages leave the device without a write-back.
+  void OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block);
+  // With explicit iteration markers: the next op starts an iteration.
+  void OnMarker(uint64_t next_op);
+
+  // What the session must do: nothing, record again (repeated divergence), or plan again without the ops of
+  // rejected recomputes (rejected_ops()).
+  enum class Request : uint8_t { kNone = 0, kRerecord = 1, kReplan = 2 };
+  Request TakeRequest() { return static_cast<Request>(request_.exchange(0, std::memory_order_acq_rel)); }
+  std::vector<bool> rejected_ops() const;
+  // Measurements of iterations that have completed; called at shutdown for the last ones.
+  void Flush();
+  uint64_t peak_device_bytes() const { return peak_device_.load(std::memory_order_relaxed); }
+  std::string program_summary() const;
+
+ private:
+  enum class Check : uint8_t { kUnvalidated = 0, kValid = 1, kRejected = 2 };
+  struct Range {
+    uint64_t addr = 0, bytes = 0;
+  };
+
+  bool EnsureStreamsLocked();
+  cudaEvent_t EventLocked();
+  cudaEvent_t RecordLocked(StreamKey stream);
+  static cudaStream_t S(StreamKey k);
+  void StartIterationLocked(uint64_t n);
+  void MeasureLocked(bool final);
+  void SampleDeviceLocked();
+  // Where buffer b is now; false when its allocation is not live in this iteration.
+  bool AddressLocked(trace::BufferId b, Range* r) const;
+  // The range a prefetch, eviction or discard of b covers: its bytes, or its arena block's whole pages.
+  bool MoveRangeLocked(trace::BufferId b, Range* r) const;
+  bool Movable(trace::BufferId b) const;
+  // Issues entry k of the program's `after` lists, anchored on an event recorded now on `stream`: evictions and
+  // discards at once, prefetches through the deferred queue.
+  void IssueLocked(uint32_t k, StreamKey stream);
+  // Whether the room entry k's prefetches count on has been freed.
+  bool RoomLocked(uint32_t k) const;
+  // Issues deferred prefetch batches in order while their room is there, and up to the one holding
+  // `needed_action` (a swap-in an op is about to wait for) regardless.
+  void IssueDeferredLocked(uint32_t needed_action);
+  void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
+  void RunRecomputeLocked(uint32_t r, StreamKey stream);
+  // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
+  // scratch address); false (missing_) when an input is gone.
+  bool PlaceLocked(const ReplayProgram::Recompute& rc, std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
+  // Issues the recompute's launches. A launch captured in this iteration holds this iteration's pointers; a
+  // recorded one the recording's. Each launch's pointers into its own buffers are mapped to where they are now
+  // (scratch for freed outputs): per launch, since one address may name different buffers at different times.
+  bool RelaunchLocked(const ReplayProgram::Recompute& rc,
+                      const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected);
+  void ValidateLocked(uint32_t r, StreamKey stream);
+  void DivergeLocked();
+
+  const CudaApi& api_;
+  live::Stats* stats_;
+  mutable std::mutex mu_;
+  std::atomic<bool> armed_{false};
+  std::atomic<uint8_t> request_{0};
+  std::atomic<uint64_t> peak_device_{0};
+
+  std::shared_ptr<const ReplayProgram> prog_;     // running
+  std::shared_ptr<const ReplayProgram> pending_;  // installed, waiting for an iteration start
+  uint64_t base_ = 0;
+  int device_ = 0;
+  cudaStream_t in_ = nullptr, out_ = nullptr, aux_ = nullptr;
+  bool streams_failed_ = false;
+
+  // This iteration.
+  bool running_ = false;  // a program runs in this iteration (not diverged)
+  uint32_t last_done_ = kNoPosition;  // the last position whose op was launched successfully
+  bool diverged_ = false;
+  uint64_t iteration_ = 0;
+  uint64_t alloc_iteration_ = UINT64_MAX;
+  uint32_t ordinal_ = 0;
+  std::vector<uint64_t> alloc_base_;  // per ordinal: where this iteration's allocation is (0: not yet)
+  std::vector<bool> alloc_freed_;
+  std::vector<cudaEvent_t> prefetched_;  // per plan action: the swap-in's completion event, when issued
+  std::vector<cudaEvent_t> evicted_;     // per buffer: its last eviction's completion event
+  std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
+  std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
+  uint32_t divergent_streak_ = 0;
+  uint32_t replayed_ = 0;       // iterations of the running program started so far
+  uint32_t peak_position_ = 0;  // where the program plans the most device bytes (residency is sampled there)
+  uint32_t rerecord_requests_ = 0;
+
+  struct Deferred {
+    uint32_t k = 0;               // entry of `after`
+    cudaEvent_t anchor = nullptr;
+  };
+  std::deque<Deferred> deferred_;        // prefetch batches waiting for room
+  std::vector<Relaunch> launches_;       // per op: this iteration's launch (ops some recompute re-runs)
+  std::vector<bool> fresh_;              // per op: launches_ was captured in this iteration
+
+  // Across iterations of one program.
+  std::vector<Check> checks_;            // per recompute
+  // Across programs: ops of rejected recomputes (a new plan leaves them out).
+  std::vector<bool> rejected_ops_;
+
+  // Scratch for redirected recompute outputs.
+  uint64_t scratch_ = 0, scratch_bytes_ = 0;
+  trace::BufferId missing_ = trace::kNone;  // the buffer the last failed mapping could not find
+
+  // Events: those of the current and the previous iteration are in use; older ones are recycled.
+  std::vector<cudaEvent_t> free_events_, used_events_, measured_events_;
+  cudaEvent_t iteration_start_ = nullptr;
+  struct Stall {
+    cudaEvent_t waiting = nullptr, ready = nullptr;
+  };
+  std::vector<Stall> stalls_, stalls_to_measure_;
+  cudaEvent_t busy_from_ = nullptr, busy_to_ = nullptr;
+};
+
+}  // namespace karma::rt

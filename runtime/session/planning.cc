@@ -1,0 +1,119 @@
+// Planning inside libkarma.so: profile choice, the planning iteration, recompute eligibility, the plan cache.
+#include "runtime/session/planning.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "policy/cost_model.h"
+#include "policy/plan_io.h"
+#include "policy/strategies.h"
+#include "runtime/common/log.h"
+
+namespace karma::rt {
+namespace {
+
+constexpr uint64_t kPage = 2ull << 20;
+
+}  // namespace
+
+const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
+  static const struct {
+    const char* marker;
+    const char* profile;
+  } kByName[] = {{"V100", "v100-16g-pcie3"}, {"A100", "a100-40g-pcie4"}, {"H100", "h100-80g-pcie5"}};
+  for (const auto& m : kByName) {
+    if (device_name.find(m.marker) == std::string::npos) continue;
+    for (const policy::HwProfile& p : policy::AllProfiles()) {
+      if (std::string_view(p.name) == m.profile) return p;
+    }
+  }
+  return policy::DefaultProfile();
+}
+
+trace::Iteration PlanningIteration(const trace::Iteration& it) {
+  trace::Iteration p = it;
+  for (trace::Buffer& b : p.buffers) {
+    if (b.bytes >= kPage) b.bytes = (b.bytes + kPage - 1) / kPage * kPage;
+  }
+  return p;
+}
+
+std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
+  std::vector<bool> ok(rec.it.ops.size(), false);
+  for (size_t i = 0; i < rec.it.ops.size(); ++i) {
+    const trace::Op& op = rec.it.ops[i];
+    bool exact = rec.ops[i].relaunch != nullptr;
+    for (const auto* list : {&op.writes, &op.touches}) {
+      for (trace::BufferId b : *list) exact = exact && rec.buffers[b].exact;
+    }
+    ok[i] = exact;
+  }
+  return ok;
+}
+
+std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
+                    const std::vector<bool>& no_recompute) {
+  trace::Iteration shape = planning;
+  for (trace::Op& op : shape.ops) op.duration_ns = 0;
+  std::string key = policy::Fingerprint(shape, profile.name, capacity);
+  // Ops excluded after a failed validation make a different plan for the same iteration.
+  uint64_t h = 1469598103934665603ull;
+  bool any = false;
+  for (size_t i = 0; i < no_recompute.size(); ++i) {
+    if (!no_recompute[i]) continue;
+    any = true;
+    h = (h ^ i) * 1099511628211ull;
+  }
+  if (any) key += fmt::format("-{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
+  return key;
+}
+
+Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
+  if (req.recorded == nullptr) return InvalidArgument("no recorded iteration");
+  const RecordedIteration& rec = *req.recorded;
+  const trace::Iteration planning = PlanningIteration(rec.it);
+  PlanOutcome out;
+  out.key = PlanKey(planning, req.profile, req.capacity, req.no_recompute);
+  if (!req.cache_dir.empty()) out.path = req.cache_dir + "/" + out.key + ".plan.json";
+
+  policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
+  out.incore_s = policy::IdealSeconds(in.op_seconds);
+  if (!out.path.empty() && ::access(out.path.c_str(), R_OK) == 0) {
+    auto cached = policy::ReadPlanFile(out.path);
+    if (cached.ok() && cached->fingerprint == out.key && policy::CheckPlanShape(*cached, planning).ok()) {
+      out.plan = std::move(cached).value();
+      out.reused = true;
+      return out;
+    }
+    KARMA_LOG(kInfo, "plan file {} is not usable ({}); planning again", out.path,
+              cached.ok() ? "made for other inputs" : cached.status().message());
+  }
+
+  const std::vector<bool> can = RecomputableByExecutor(rec);
+  for (size_t i = 0; i < in.access.recomputable.size(); ++i) {
+    const bool excluded = i < req.no_recompute.size() && req.no_recompute[i];
+    if (in.access.recomputable[i] && !can[i]) {
+      KARMA_LOG(kDebug, "op {} ({}) cannot be recomputed by the executor", i, rec.it.ops[i].name);
+    }
+    in.access.recomputable[i] = in.access.recomputable[i] && can[i] && !excluded;
+  }
+  policy::Evaluation e = policy::Evaluate("karma", in);
+  if (!e.feasible) return Infeasible(e.reason);
+  out.plan = std::move(e.plan);
+  out.plan.fingerprint = out.key;
+  out.plan.profile = req.profile.name;
+  out.plan.capacity_bytes = req.capacity;
+  out.simulated_s = e.sim.iteration_s;
+  if (!out.path.empty()) {
+    Status st = policy::WritePlanFile(out.path, out.plan);
+    if (!st.ok()) {
+      KARMA_LOG(kWarn, "the plan could not be saved: {}", st.message());
+      out.path.clear();
+    }
+  }
+  return out;
+}
+
+}  // namespace karma::rt

@@ -1,0 +1,55 @@
+// Planning a recorded iteration inside libkarma.so: the GPU profile, what the executor can actually do, the
+// planner, and the plan files a later run with the same inputs reuses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policy/hw_profile.h"
+#include "policy/plan.h"
+#include "runtime/common/status.h"
+#include "runtime/session/recorder.h"
+
+namespace karma::rt {
+
+// The profile whose figures the planner uses for a device, chosen by its name ("V100", "A100", "H100"); the
+// default profile for any other device.
+const policy::HwProfile& ProfileForDevice(const std::string& device_name);
+
+struct PlanRequest {
+  const RecordedIteration* recorded = nullptr;
+  policy::HwProfile profile{};
+  uint64_t capacity = 0;          // KARMA_CAPACITY resolved: device bytes for tensors
+  std::string cache_dir;          // KARMA_TRACE_DIR; empty: no plan file
+  std::vector<bool> no_recompute;  // per op: a recompute candidate that failed its validation (may be empty)
+};
+
+struct PlanOutcome {
+  policy::Plan plan;
+  std::string key;       // the cache key: policy::Fingerprint of the planning inputs (see PlanKey)
+  std::string path;      // the plan file written or reused; empty when none
+  bool reused = false;   // read from an existing plan file
+  double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
+  double incore_s = 0;     // the iteration's own ops back to back
+};
+
+// What the planner sees: the recorded iteration with every buffer of a 2 MiB page or more rounded up to whole
+// pages (the arena gives large buffers whole pages, and residency moves by page), so that a plan within the
+// capacity keeps the device within it.
+trace::Iteration PlanningIteration(const trace::Iteration& it);
+
+// Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
+// GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact) — nothing else may be rebuilt.
+std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
+
+// The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
+// (they vary from run to run on a GPU), the profile and the capacity, plus the ops excluded from recompute.
+std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
+                    const std::vector<bool>& no_recompute);
+
+// Plans with KARMA's planner, or reuses CACHE_DIR/<key>.plan.json when it exists and was made for the same key;
+// writes that file otherwise. A plan that fits in core has no actions.
+Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& request);
+
+}  // namespace karma::rt

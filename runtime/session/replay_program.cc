@@ -1,0 +1,172 @@
+// Compiling a plan into per-position issue lists for the executor.
+#include "runtime/session/replay_program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "policy/access.h"
+#include "policy/plan_builder.h"
+#include "runtime/session/planning.h"
+
+namespace karma::rt {
+namespace {
+
+bool Contains(const std::vector<trace::BufferId>& v, trace::BufferId b) {
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
+
+void AddUnique(std::vector<trace::BufferId>& v, trace::BufferId b) {
+  if (!Contains(v, b)) v.push_back(b);
+}
+
+// Whether the value `b` holds after op `after` is read again (this iteration or, for carried-over data, the next).
+bool ValueNeeded(const policy::AccessModel& acc, trace::BufferId b, int32_t after) {
+  for (size_t k = static_cast<size_t>(after + 1); k < acc.ops.size(); ++k) {
+    if (Contains(acc.ops[k].reads, b)) return true;
+    if (Contains(acc.ops[k].writes, b)) return false;
+  }
+  return acc.persistent[b] && !acc.dead_at_wrap[b];
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan) {
+  const trace::Iteration& it = rec.it;
+  KARMA_RETURN_IF_ERROR(policy::CheckPlanShape(plan, it));
+  if (rec.ops.size() != it.ops.size() || rec.buffers.size() != it.buffers.size()) {
+    return Internal("the recorded iteration and its executor view disagree");
+  }
+  auto prog = std::make_shared<ReplayProgram>();
+  const auto n = static_cast<uint32_t>(it.ops.size());
+  prog->period = n;
+  prog->buffers = rec.buffers;
+  prog->after.resize(n + 1);
+  prog->waits.resize(n);
+  prog->recompute_before.resize(n);
+  prog->reads.resize(n);
+  prog->in_recompute.assign(n, false);
+  prog->actions = plan.actions.size();
+  const policy::AccessModel acc = policy::BuildAccessModel(it);
+  for (uint32_t p = 0; p < n; ++p) {
+    prog->shape.push_back(rec.ops[p].shape);
+    prog->stream.push_back(rec.ops[p].stream_key);
+    prog->relaunch.push_back(rec.ops[p].relaunch);
+    prog->reads[p] = acc.ops[p].reads;
+    std::vector<trace::BufferId> uses = acc.ops[p].reads;
+    for (trace::BufferId b : acc.ops[p].writes) AddUnique(uses, b);
+    prog->uses.push_back(std::move(uses));
+  }
+  prog->alloc_size.assign(rec.allocations, 0);
+  prog->in_allocation.resize(rec.allocations);
+  for (size_t b = 0; b < rec.buffers.size(); ++b) {
+    const ReplayBuffer& rb = rec.buffers[b];
+    if (!rb.allocated_inside || rb.alloc_ordinal >= rec.allocations) continue;
+    prog->alloc_size[rb.alloc_ordinal] = rb.alloc_bytes;
+    prog->in_allocation[rb.alloc_ordinal].push_back(static_cast<trace::BufferId>(b));
+  }
+
+  // Recomputes first: discards refer to the one that rebuilds their buffer.
+  std::vector<uint32_t> recompute_of_action(plan.actions.size(), UINT32_MAX);
+  for (uint32_t a = 0; a < plan.actions.size(); ++a) {
+    const policy::Action& act = plan.actions[a];
+    if (act.kind != policy::ActionKind::kRecompute) continue;
+    ReplayProgram::Recompute r;
+    r.action = a;
+    r.before = act.before;
+    r.ops = act.ops;
+    for (trace::OpId op : act.ops) {
+      if (!rec.ops[op].relaunch) {
+        return Unsupported(fmt::format("recompute action {}: op {} ({}) cannot be launched again", a, op,
+                                       it.ops[op].name));
+      }
+      for (trace::BufferId b : acc.ops[op].writes) {
+        if (!rec.buffers[b].exact) {
+          return Unsupported(fmt::format("recompute action {}: op {} ({}) writes buffer {}, whose extent is not "
+                                         "known exactly", a, op, it.ops[op].name, b));
+        }
+        AddUnique(r.written, b);
+      }
+      for (trace::BufferId b : acc.ops[op].reads) AddUnique(r.used, b);
+      for (trace::BufferId b : acc.ops[op].writes) AddUnique(r.used, b);
+    }
+    for (trace::OpId op : act.ops) prog->in_recompute[op] = true;
+    recompute_of_action[a] = static_cast<uint32_t>(prog->recomputes.size());
+    prog->recompute_before[act.before].push_back(static_cast<uint32_t>(prog->recomputes.size()));
+    prog->recomputes.push_back(std::move(r));
+  }
+
+  // When the application frees what the plan counts as freed after its last use.
+  {
+    std::vector<uint32_t> last_use(it.buffers.size(), trace::kNone), freed_before(it.buffers.size(), trace::kNone);
+    for (uint32_t p = 0; p < n; ++p) {
+      for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
+    }
+    for (const trace::Event& e : it.events) {
+      if (e.kind == trace::EventKind::kFreeRequested && e.buffer < it.buffers.size()) freed_before[e.buffer] = e.before_op;
+    }
+    // Entry k of `after` goes out before op k, after the frees made since op k - 1.
+    prog->room_from.resize(n + 1);
+    for (size_t b = 0; b < it.buffers.size(); ++b) {
+      if (!rec.buffers[b].allocated_inside || last_use[b] == trace::kNone || freed_before[b] == trace::kNone) continue;
+      for (uint32_t k = last_use[b] + 1; k < freed_before[b] && k <= n; ++k) {
+        prog->room_from[k].push_back(static_cast<trace::BufferId>(b));
+      }
+    }
+  }
+  size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0;
+  for (uint32_t a = 0; a < plan.actions.size(); ++a) {
+    const policy::Action& act = plan.actions[a];
+    auto& at = prog->after[static_cast<size_t>(act.after + 1)];
+    switch (act.kind) {
+      case policy::ActionKind::kSwapOut:
+        if (!act.keep) {
+          at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
+          evictions++;
+        }
+        break;
+      case policy::ActionKind::kSwapIn:
+        at.push_back({ReplayProgram::Move::kPrefetch, act.buffer, a, UINT32_MAX});
+        prog->waits[act.before].push_back(a);
+        prefetches++;
+        break;
+      case policy::ActionKind::kDiscard: {
+        // The first recompute after the discard that writes the buffer rebuilds it.
+        uint32_t rebuild = UINT32_MAX;
+        for (uint32_t r = 0; r < prog->recomputes.size(); ++r) {
+          const ReplayProgram::Recompute& rc = prog->recomputes[r];
+          if (static_cast<int64_t>(rc.before) <= act.after || !Contains(rc.written, act.buffer)) continue;
+          if (rebuild == UINT32_MAX || rc.before < prog->recomputes[rebuild].before) rebuild = r;
+        }
+        const ReplayBuffer& rb = rec.buffers[act.buffer];
+        if (rebuild != UINT32_MAX && rb.exact) {
+          at.push_back({ReplayProgram::Move::kDiscard, act.buffer, a, rebuild});
+          AddUnique(prog->recomputes[rebuild].targets, act.buffer);
+          discards++;
+        } else if (ValueNeeded(acc, act.buffer, act.after) || !(rb.exact && rb.allocated_inside)) {
+          at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
+          evictions++;
+        } else {
+          dropped++;  // dead, and freed by the application: the free discards it
+        }
+        break;
+      }
+      case policy::ActionKind::kRecompute:
+        break;
+    }
+  }
+  {
+    const trace::Iteration planning = PlanningIteration(it);
+    const policy::SimInput in = policy::MakeSimInput(planning, policy::DefaultProfile(), plan.capacity_bytes);
+    const std::vector<uint64_t> mem = policy::StaticMemory(in, plan);
+    const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
+    for (uint32_t p = 0; p < n; ++p) prog->planned_bytes.push_back(at[p] < mem.size() ? mem[at[p]] : 0);
+  }
+  size_t kernels = 0;
+  for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
+  prog->summary = fmt::format("{} prefetches, {} evictions, {} discards ({} left to frees), {} recomputes of {} "
+                              "launches", prefetches, evictions, discards, dropped, prog->recomputes.size(), kernels);
+  return std::shared_ptr<const ReplayProgram>(std::move(prog));
+}
+
+}  // namespace karma::rt

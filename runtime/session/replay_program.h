@@ -1,0 +1,72 @@
+// A plan compiled for the executor: per position of the iteration, what to issue before and after the op, with
+// the plan's buffers resolved to the address ranges and allocations the runtime sees.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/plan.h"
+#include "runtime/common/status.h"
+#include "runtime/session/recorder.h"
+
+namespace karma::rt {
+
+// How the executor carries out a plan over managed memory (policy/README.md has the plan's semantics):
+//  - swap-out: prefetch to the host (the write-back frees the device pages); `keep` swap-outs need nothing,
+//    since managed memory keeps the host copy coherent;
+//  - swap-in: prefetch to the device on the host-to-device stream; the waiting op's stream waits for it only
+//    if it has not completed;
+//  - discard: only for buffers a recompute rebuilds (exact ones). A discard whose value is needed again (the
+//    host copy is current) becomes an eviction; one whose value is dead is left to the free of its allocation
+//    (the executor discards freed arena blocks) or, for memory that is never freed inside the iteration,
+//    becomes an eviction — a dead value discarded early would be read as poison if the application diverged;
+//  - recompute: the recorded launches issued again on the waiting op's stream right before it.
+struct ReplayProgram {
+  enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
+  struct Item {
+    Move move = Move::kPrefetch;
+    trace::BufferId buffer = trace::kNone;
+    uint32_t action = 0;                   // the plan action
+    uint32_t recompute = UINT32_MAX;       // discards: the recompute that rebuilds the buffer
+  };
+  struct Recompute {
+    uint32_t action = 0;                    // the plan action
+    uint32_t before = 0;                    // the position it runs before
+    std::vector<trace::OpId> ops;
+    std::vector<trace::BufferId> targets;   // discarded for it, rebuilt by it
+    std::vector<trace::BufferId> written;   // every buffer its ops write or touch
+    std::vector<trace::BufferId> used;      // every buffer its ops use
+  };
+
+  uint32_t period = 0;
+  std::vector<uint64_t> shape;                    // per position: the op's shape signature
+  std::vector<StreamKey> stream;                  // per position: the op's stream
+  std::vector<ReplayBuffer> buffers;              // per trace buffer
+  std::vector<uint64_t> alloc_size;               // per allocation ordinal of the iteration: its size
+  std::vector<std::vector<trace::BufferId>> in_allocation;  // per ordinal: the buffers inside it
+  // after[0]: issued before op 0 (the plan's "at start"); after[p + 1]: once op p has completed.
+  std::vector<std::vector<Item>> after;
+  // Per entry of `after`: buffers the plan counts as freed by then (their last use has passed) that the
+  // application frees only later. Prefetches of that entry wait until they are freed (or moved away), so that
+  // the device never holds more than the plan does.
+  std::vector<std::vector<trace::BufferId>> room_from;
+  std::vector<std::vector<uint32_t>> waits;       // per position: swap-in actions its op waits for
+  std::vector<std::vector<uint32_t>> recompute_before;  // per position: indices into recomputes
+  std::vector<Recompute> recomputes;
+  std::vector<std::vector<trace::BufferId>> reads;  // per position: buffers the op reads (demand paging if away)
+  std::vector<Relaunch> relaunch;                 // per op, as recorded
+  std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
+  std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
+  std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs (debug)
+  size_t actions = 0;                             // of the plan
+  std::string summary;                            // counts, for the log
+};
+
+// Compiles `plan` for the recorded iteration it was made for. Refuses plans whose shape does not fit the
+// iteration; recompute actions whose ops cannot be re-launched or write non-exact buffers are refused too
+// (the planner was told not to make them; a plan file from elsewhere might).
+Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan);
+
+}  // namespace karma::rt

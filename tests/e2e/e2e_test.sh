@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# End-to-end checks of libkarma.so on simcuda: the trainer apps beyond device memory, with and without KARMA.
+#   e2e_test.sh SRC BUILD CASE MEM [SPEED]
+# SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
+# page and paging granularity, not the plan, sets the times); correctness is checked either way.
+# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | inplace | stress
+# Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
+set -uo pipefail
+src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+simrun=("$src/scripts/simrun" --build "$build")
+bin=$build/bin
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+iters=10  # recorded at 3, replayed from 5, recomputes validated at 6 or 7: steady from 8 on
+mem_mib=${mem%MiB}
+
+# run NAME SIMRUN_OPTIONS... -- APP ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $rc.
+run() {
+  local name=$1
+  shift
+  KARMA_TRACE_DIR=${KARMA_TRACE_DIR:-$tmp/traces} "${simrun[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  rc=$?
+}
+# The losses and the checksum of a run: everything but the virtual milliseconds.
+results() { sed -E 's/ ms [0-9.]+$//' "$tmp/$1.out"; }
+# The virtual time of the last (steady-state) iteration.
+last_ms() { grep '^iter' "$tmp/$1.out" | tail -1 | sed -E 's/.* ms ([0-9.]+)$/\1/'; }
+must_run() {  # NAME: the run exited 0 with every iteration
+  [[ $rc == 0 ]] || fail "$1: exit $rc: $(tail -5 "$tmp/$1.err")"
+  [[ $(grep -c '^iter' "$tmp/$1.out") == "$iters" ]] || fail "$1: $(cat "$tmp/$1.out")"
+}
+same() {  # A B: bit-identical losses and checksum
+  diff <(results "$1") <(results "$2") >/dev/null || fail "$1 and $2 differ: $(diff <(results "$1") <(results "$2"))"
+}
+# ratio A B: A / B with 3 decimals
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+
+# app_case APP K MAX_INCORE_RATIO [ALLOC]: reference on a large device, KARMA, and managed memory alone on MEM.
+app_case() {
+  local app=$1 k=$2 max_incore=$3 alloc=${4:-async}
+  local fp=$((k * mem_mib))MiB
+  local args=(--iters "$iters" --footprint "$fp" --alloc "$alloc")
+  run ref -- "$bin/$app" "${args[@]}"
+  must_run ref
+  run karma --mem "$mem" --karma -- "$bin/$app" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "replaying the plan\|mode auto, .*prefetched" "$tmp/karma.err" || fail "no replay: $(cat "$tmp/karma.err")"
+  grep -q "recorded iteration\|prefetched [1-9]" "$tmp/karma.err" || fail "nothing moved: $(cat "$tmp/karma.err")"
+  run um --mem "$mem" --karma --mode um -- "$bin/$app" "${args[@]}"
+  must_run um
+  same ref um
+  local t_ref t_karma t_um
+  t_ref=$(last_ms ref) t_karma=$(last_ms karma) t_um=$(last_ms um)
+  echo "$app $fp on $mem ($alloc): in-core $t_ref ms, karma $t_karma ms ($(ratio "$t_karma" "$t_ref")x in-core)," \
+    "um $t_um ms ($(ratio "$t_um" "$t_karma")x karma)"
+  grep '^karma: mode auto' "$tmp/karma.err"
+  ((speed)) || return 0
+  le "$(ratio "$t_karma" "$t_ref")" "$max_incore" || fail "karma is more than ${max_incore}x the in-core time"
+  le 1.5 "$(ratio "$t_um" "$t_karma")" || fail "karma is not 1.5x faster than managed memory alone"
+}
+
+case $case in
+oom)
+  # Without KARMA, every footprint above the device's memory fails.
+  for app in mlp_trainer skipnet_trainer; do
+    for k in 2 3 4; do
+      run plain --mem "$mem" -- "$bin/$app" --iters 2 --footprint $((k * mem_mib))MiB
+      [[ $rc != 0 ]] || fail "$app at ${k}x ran without KARMA"
+      grep -q "out of memory" "$tmp/plain.err" || fail "$app at ${k}x: $(cat "$tmp/plain.err")"
+    done
+  done
+  echo "out of memory without KARMA at 2x, 3x, 4x"
+  ;;
+mlp_2 | mlp_3 | mlp_4) app_case mlp_trainer "${case#mlp_}" 1.5 ;;
+skipnet_2) app_case skipnet_trainer 2 1.5 ;;
+# Known gap: at 3x and 4x the planner finds no recompute plan for the page-rounded skipnet iteration and swaps
+# only (docs/runtime-e2e.md); these guard what it reaches now.
+skipnet_3 | skipnet_4) app_case skipnet_trainer "${case#skipnet_}" 2.6 ;;
+segments)
+  # A caching allocator (the apps' default, like PyTorch's): sub-buffers are inferred from the pointers ops
+  # receive; only exact ones (cuBLAS operands) may be discarded and recomputed, the rest is only swapped. Results
+  # stay bit-identical and KARMA still beats managed memory alone.
+  for app in mlp_trainer skipnet_trainer; do
+    args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc segments)
+    run ref -- "$bin/$app" "${args[@]}"
+    must_run ref
+    run karma --mem "$mem" --karma -- "$bin/$app" "${args[@]}"
+    must_run karma
+    same ref karma
+    run um --mem "$mem" --karma --mode um -- "$bin/$app" "${args[@]}"
+    must_run um
+    echo "$app segments: in-core $(last_ms ref) ms, karma $(last_ms karma) ms, um $(last_ms um) ms"
+    ((speed)) || continue
+    le "$(last_ms karma)" "$(last_ms um)" || fail "$app segments: karma slower than managed memory alone"
+  done
+  ;;
+replay)
+  # The plan file of an auto run: reused by a second auto run with the same inputs, and run by KARMA_MODE=replay.
+  args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc async)
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  must_run ref
+  run first --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  must_run first
+  plan=$(ls "$tmp"/traces/*.plan.json 2>/dev/null | head -1)
+  [[ -n $plan ]] || fail "no plan file next to the trace: $(ls "$tmp/traces")"
+  KARMA_LOG=info run second --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  must_run second
+  grep -q "reusing the plan $plan" "$tmp/second.err" || fail "the plan was not reused: $(cat "$tmp/second.err")"
+  KARMA_PLAN=$plan run replay --mem "$mem" --karma --mode replay -- "$bin/mlp_trainer" "${args[@]}"
+  must_run replay
+  grep -Eq "mode replay, .*(prefetched [1-9]|recomputed [1-9])" "$tmp/replay.err" ||
+    fail "replay ran no plan: $(cat "$tmp/replay.err")"
+  for r in first second replay; do same ref $r; done
+  # A plan made for other inputs is refused (the run carries on correctly under managed memory).
+  KARMA_PLAN=$plan run other --mem "$mem" --karma --mode replay -- "$bin/mlp_trainer" --iters "$iters" \
+    --footprint $((3 * mem_mib))MiB --alloc async
+  must_run other
+  grep -q "was made for inputs" "$tmp/other.err" || fail "a foreign plan was not refused: $(cat "$tmp/other.err")"
+  echo "plan $plan reused and replayed"
+  ;;
+trace)
+  # The recorded iteration and its plan open in karma-trace.
+  run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" --iters "$iters" --footprint $((2 * mem_mib))MiB \
+    --alloc async
+  must_run karma
+  trace=$(ls "$tmp"/traces/*.ktrace 2>/dev/null | head -1)
+  plan=$(ls "$tmp"/traces/*.plan.json 2>/dev/null | head -1)
+  [[ -n $trace && -n $plan ]] || fail "no trace or plan: $(ls "$tmp/traces")"
+  "$bin/karma-trace" summary "$trace" >"$tmp/summary" || fail "karma-trace summary fails"
+  grep -Eq "ops +[0-9]+: forward [0-9]+, backward [0-9]+, optimizer [0-9]+" "$tmp/summary" ||
+    fail "no phases inferred: $(cat "$tmp/summary")"
+  "$bin/karma-trace" plan "$trace" --capacity "$(( mem_mib * 9 / 10 ))MiB" --svg "$tmp/plan.svg" >/dev/null || fail "karma-trace plan fails"
+  [[ -s $tmp/plan.svg ]] || fail "no plan picture"
+  "$bin/karma-trace" export "$trace" --json "$tmp/it.json" --chrome "$tmp/chrome.json" >/dev/null ||
+    fail "karma-trace export fails"
+  "$bin/karma-trace" simulate "$trace" --plan "$plan" --capacity "$(( mem_mib * 9 / 10 ))MiB" >"$tmp/sim" 2>&1 ||
+    fail "karma-trace simulate of the runtime's plan fails: $(cat "$tmp/sim")"
+  head -3 "$tmp/summary"
+  ;;
+inplace)
+  # mlp_trainer --inplace-input halves each layer's input in place after its GEMM: recomputes that would re-run
+  # ops on changed or freed inputs fail their validation, are rejected and planned away; results stay exact.
+  args=(--iters 12 --footprint $((2 * mem_mib))MiB --alloc async --inplace-input)
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -5 "$tmp/karma.err")"
+  same ref karma
+  grep -q "recompute of .* rejected" "$tmp/karma.err" || fail "no recompute rejected: $(cat "$tmp/karma.err")"
+  grep -c "recompute of .* rejected" "$tmp/karma.err" | sed 's/$/ recomputes rejected/'
+  grep '^karma: mode auto' "$tmp/karma.err"
+  ;;
+stress)
+  # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
+  # live: 1.5x the device). The program checks every value on the host.
+  for mode in auto record um; do
+    run stress --mem "$mem" --karma --mode $mode -- "$bin/e2e_stress" 20 $((mem_mib / 8))
+    [[ $rc == 0 ]] || fail "stress under KARMA_MODE=$mode: exit $rc: $(tail -5 "$tmp/stress.err")"
+    grep -q '^ok: 4 threads' "$tmp/stress.out" || fail "stress under KARMA_MODE=$mode: $(cat "$tmp/stress.out")"
+    echo "KARMA_MODE=$mode: $(cat "$tmp/stress.out")"
+    grep '^karma: mode' "$tmp/stress.err"
+  done
+  ;;
+*) fail "unknown case $case" ;;
+esac
