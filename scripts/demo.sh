@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# KARMA in one minute on simcuda: a trainer at 3x the simulated device's memory, without and with libkarma.so.
+# The main job: installs what is missing, builds, then runs a trainer at 3x the simulated device's memory on
+# simcuda, without and with libkarma.so, and shows its recorded iteration and plan in karma-trace.
 #   scripts/demo.sh [--app mlp_trainer|skipnet_trainer] [--mem 64MiB] [--iters 10] [--out DIR]
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$KARMA_ROOT
 app=mlp_trainer mem=64MiB iters=10 out=""
 while (($#)); do
   case $1 in
@@ -10,15 +12,14 @@ while (($#)); do
     --mem) mem=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [[ $mem =~ ^([0-9]+)MiB$ ]] || { echo "demo.sh: --mem takes MiB, e.g. 64MiB" >&2; exit 2; }
 footprint=$((3 * ${BASH_REMATCH[1]}))MiB
-for f in "$root/build/bin/$app" "$root/build/bin/karma-trace" "$root/build/lib/libkarma.so"; do
-  [[ -e $f ]] || { echo "demo.sh: $f is missing: build first (ninja -C build)" >&2; exit 1; }
-done
+"$root/scripts/setup.sh"
+karma_build "$root/build"
 out=${out:-$(mktemp -d /tmp/karma-demo.XXXXXX)}
 mkdir -p "$out"
 export KARMA_TRACE_DIR=$out/traces
