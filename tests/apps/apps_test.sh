@@ -7,24 +7,7 @@ set -uo pipefail
 src=$1 build=$2 case=$3
 mem=${4:-256MiB}
 conv_footprint=${4:-6MiB}
-# A sanitized libkarma.so is preloaded ahead of the ASan runtime that the programs link: that order is fine here.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-simrun=("$src/scripts/simrun" --build "$build")
-bin=$build/bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-# run NAME SIMRUN_OPTIONS... -- APP ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $rc.
-run() {
-  local name=$1
-  shift
-  "${simrun[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  rc=$?
-}
-
-# The losses and the checksum of a run: everything but the virtual milliseconds.
-results() { sed -E 's/ ms [0-9.]+$//' "$tmp/$1.out"; }
+source "$(dirname "${BASH_SOURCE[0]}")/../common/sim_lib.sh"
 
 # A number from the JSON statistics file.
 stat() { grep "\"$2\"" "$1" | sed -E 's/.*: *([0-9.eE+-]+),?/\1/'; }

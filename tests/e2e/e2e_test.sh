@@ -7,24 +7,10 @@
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-simrun=("$src/scripts/simrun" --build "$build")
-bin=$build/bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../common/sim_lib.sh"
 iters=10  # recorded at 3, replayed from 5, recomputes validated at 6 or 7: steady from 8 on
 mem_mib=${mem%MiB}
 
-# run NAME SIMRUN_OPTIONS... -- APP ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $rc.
-run() {
-  local name=$1
-  shift
-  KARMA_TRACE_DIR=${KARMA_TRACE_DIR:-$tmp/traces} "${simrun[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  rc=$?
-}
-# The losses and the checksum of a run: everything but the virtual milliseconds.
-results() { sed -E 's/ ms [0-9.]+$//' "$tmp/$1.out"; }
 # The virtual time of the last (steady-state) iteration.
 last_ms() { grep '^iter' "$tmp/$1.out" | tail -1 | sed -E 's/.* ms ([0-9.]+)$/\1/'; }
 must_run() {  # NAME: the run exited 0 with every iteration

@@ -4,18 +4,13 @@
 #   mpi_test.sh SOURCE_DIR BUILD_DIR CASE [MEM]     MEM: simulated device memory of the app runs (32MiB)
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=${4:-32MiB}
-bin=$build/bin
+source "$(dirname "${BASH_SOURCE[0]}")/../common/sim_lib.sh"
 shim=$build/lib/libkarma_mpi.so
 # What the ranks preload. In a sanitizer build the shim needs the sanitizer runtimes loaded first, also in the
 # uninstrumented shells between mpirun and the program.
 preload=$shim
 runtimes=$(ldd "$shim" | awk '/lib(asan|ubsan)\.so/ {print $3}' | tr '\n' ':')
 [[ -z $runtimes ]] || preload=$runtimes$shim
-# simrun --karma puts a sanitized libkarma.so ahead of those runtimes: that order is fine here (as in apps_test.sh).
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
 # Shared memory only (no network in a container); no single-copy mechanism (CMA needs ptrace rights).
 export OMPI_MCA_btl=self,vader
