@@ -126,12 +126,20 @@ phasing)
   "${simrun[@]}" -- "$bin/mlp_trainer" --iters 5 --size-factor 2 --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
     fail "reference: $(cat "$tmp/ref.err")"
   # The measured cost model, then a start-up cost of 20 ms (a slow network) that merges layers into phases.
+  # The merge plan comes from the calls' arrival times in host time: when other processes take the cores, a rank
+  # can be held back long enough that its gradients arrive in one burst, and merging them all into one group is
+  # then the rule's right answer, with nothing left to overlap. So the timing checks get up to three runs; the
+  # results must equal the reference in every run.
   for cost in "" "20000,1"; do
-    mpi 2 dp "KARMA_MPI_TIMELINE=$tmp/shim-%r.json" "KARMA_MPI_COST=$cost" -- "${simrun[@]}" -- \
-      "$bin/mlp_trainer_mpi" --iters 5 --size-factor 2 --mpi --timeline "$tmp/app-%r.json"
-    [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
-    same_as_reference dp 2 "$tmp/ref"
-    /usr/bin/python3 "$src/tests/mpi/check_phasing.py" "$tmp" 2 "${cost:-measured}" || fail "phasing (cost '$cost')"
+    for attempt in 1 2 3; do
+      mpi 2 dp "KARMA_MPI_TIMELINE=$tmp/shim-%r.json" "KARMA_MPI_COST=$cost" -- "${simrun[@]}" -- \
+        "$bin/mlp_trainer_mpi" --iters 5 --size-factor 2 --mpi --timeline "$tmp/app-%r.json"
+      [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+      same_as_reference dp 2 "$tmp/ref"
+      /usr/bin/python3 "$src/tests/mpi/check_phasing.py" "$tmp" 2 "${cost:-measured}" && break
+      ((attempt < 3)) || fail "phasing (cost '$cost') in three runs"
+      echo "phasing (cost '$cost'): run $attempt did not show it; running again"
+    done
   done
   ;;
 
