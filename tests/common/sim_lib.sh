@@ -1,8 +1,7 @@
 # Shared preamble of the test scripts that run programs on simcuda (sourced after setting `src`, the source tree,
 # and `build`, the build tree): a scratch directory removed at exit, `fail`, and helpers around scripts/simrun.
 
-# A sanitized libkarma.so is preloaded ahead of the ASan runtime that the programs link: that order is fine here.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+# (scripts/simrun --karma itself lets a sanitized libkarma.so be preloaded ahead of the ASan runtime.)
 simrun=("$src/scripts/simrun" --build "$build")
 bin=$build/bin
 tmp=$(mktemp -d)
