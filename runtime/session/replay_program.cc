@@ -138,6 +138,15 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           if (static_cast<int64_t>(rc.before) <= act.after || !Contains(rc.written, act.buffer)) continue;
           if (rebuild == UINT32_MAX || rc.before < prog->recomputes[rebuild].before) rebuild = r;
         }
+        // A swap-in of the buffer before that recompute means the plan drops a copy the host already holds and
+        // brings that value back: the host's copy is the one in managed memory, so it must not be discarded.
+        for (const policy::Action& in : plan.actions) {
+          if (rebuild == UINT32_MAX) break;
+          if (in.kind == policy::ActionKind::kSwapIn && in.buffer == act.buffer && in.after >= act.after &&
+              static_cast<int64_t>(in.after) < static_cast<int64_t>(prog->recomputes[rebuild].before)) {
+            rebuild = UINT32_MAX;
+          }
+        }
         const ReplayBuffer& rb = rec.buffers[act.buffer];
         if (rebuild != UINT32_MAX && rb.exact) {
           at.push_back({ReplayProgram::Move::kDiscard, act.buffer, a, rebuild});

@@ -1,0 +1,110 @@
+// Compiling plans for the executor: which plan discards become discards (poisoning managed memory) and which
+// become evictions.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "runtime/session/replay_program.h"
+
+namespace karma::rt {
+namespace {
+
+// Five ops: 0 writes buffer 0 (forward), 1 reads it, 2 and 3 do not touch it, 4 reads it (backward).
+RecordedIteration FiveOps() {
+  RecordedIteration rec;
+  rec.it.model = "five";
+  for (trace::BufferId b = 0; b < 2; ++b) {
+    trace::Buffer buf;
+    buf.id = b;
+    buf.bytes = 4u << 20;
+    buf.kind = trace::BufferKind::kActivation;
+    rec.it.buffers.push_back(buf);
+  }
+  const std::vector<std::vector<trace::BufferId>> reads = {{}, {0}, {1}, {1}, {0, 1}};
+  const std::vector<std::vector<trace::BufferId>> writes = {{0}, {1}, {1}, {1}, {}};
+  for (uint32_t i = 0; i < 5; ++i) {
+    trace::Op op;
+    op.id = i;
+    op.name = "k" + std::to_string(i);
+    op.phase = i < 4 ? trace::Phase::kForward : trace::Phase::kBackward;
+    op.reads = reads[i];
+    op.writes = writes[i];
+    rec.it.ops.push_back(op);
+    ReplayOp r;
+    r.relaunch = std::make_shared<const std::function<bool(const AddressMap&)>>(
+        [](const AddressMap&) { return true; });
+    rec.ops.push_back(r);
+  }
+  for (size_t b = 0; b < 2; ++b) {
+    ReplayBuffer rb;
+    rb.address = (b + 1) << 24;
+    rb.bytes = rec.it.buffers[b].bytes;
+    rb.alloc_start = rb.address;
+    rb.alloc_bytes = rb.bytes;
+    rb.exact = true;
+    rb.allocated_inside = true;
+    rb.alloc_ordinal = static_cast<uint32_t>(b);
+    rec.buffers.push_back(rb);
+  }
+  rec.allocations = 2;
+  return rec;
+}
+
+policy::Action Act(policy::ActionKind kind, trace::BufferId b, int32_t after, uint32_t before = trace::kNone) {
+  policy::Action a;
+  a.kind = kind;
+  a.buffer = b;
+  a.after = after;
+  a.before = before;
+  return a;
+}
+
+ReplayProgram::Move MoveOf(const ReplayProgram& p, uint32_t entry, trace::BufferId b) {
+  for (const ReplayProgram::Item& it : p.after[entry]) {
+    if (it.buffer == b) return it.move;
+  }
+  ADD_FAILURE() << "no item for buffer " << b << " after entry " << entry;
+  return ReplayProgram::Move::kPrefetch;
+}
+
+policy::Plan RecomputeOp0Before4() {
+  policy::Plan plan;
+  plan.strategy = "karma";
+  plan.managed_memory = true;
+  policy::Action rc;
+  rc.kind = policy::ActionKind::kRecompute;
+  rc.ops = {0};
+  rc.before = 4;
+  rc.after = 3;
+  plan.actions.push_back(rc);
+  return plan;
+}
+
+TEST(CompileProgram, DiscardRebuiltByARecomputeIsADiscard) {
+  const RecordedIteration rec = FiveOps();
+  policy::Plan plan = RecomputeOp0Before4();
+  plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kDiscard);
+  ASSERT_EQ((*prog)->recomputes.size(), 1u);
+  EXPECT_EQ((*prog)->recomputes[0].targets, std::vector<trace::BufferId>{0});
+}
+
+// The plan drops the device copy after op 1 and brings the host's value back after op 2, before the recompute
+// that writes the buffer: the value lives on, so the executor must evict, not discard (a discard would poison
+// the only copy managed memory has, and the swap-in would bring the poison back).
+TEST(CompileProgram, DiscardWhoseValueIsSwappedInBeforeTheRebuildIsAnEviction) {
+  const RecordedIteration rec = FiveOps();
+  policy::Plan plan = RecomputeOp0Before4();
+  plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
+  plan.actions.push_back(Act(policy::ActionKind::kSwapIn, 0, 2, 3));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
+  EXPECT_EQ(MoveOf(**prog, 3, 0), ReplayProgram::Move::kPrefetch);
+  EXPECT_TRUE((*prog)->recomputes[0].targets.empty());
+}
+
+}  // namespace
+}  // namespace karma::rt
