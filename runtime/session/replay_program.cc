@@ -29,6 +29,26 @@ bool ValueNeeded(const policy::AccessModel& acc, trace::BufferId b, int32_t afte
   return acc.persistent[b] && !acc.dead_at_wrap[b];
 }
 
+// Whether an op after `after`, or another recompute's op, reads `b` before recompute `rebuild` runs.
+bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace::BufferId b, int32_t after,
+                uint32_t rebuild) {
+  const uint32_t at = prog.recomputes[rebuild].before;
+  for (auto k = static_cast<uint32_t>(after + 1); k < at; ++k) {
+    if (Contains(acc.ops[k].reads, b)) return true;
+  }
+  for (uint32_t r = 0; r < prog.recomputes.size(); ++r) {
+    const ReplayProgram::Recompute& rc = prog.recomputes[r];
+    // Recomputes run right before their op, in plan order: those before `at`, or before it at `at`.
+    if (r == rebuild || static_cast<int64_t>(rc.before) <= after || rc.before > at || (rc.before == at && r > rebuild)) {
+      continue;
+    }
+    for (trace::OpId op : rc.ops) {
+      if (Contains(acc.ops[op].reads, b)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan) {
@@ -138,15 +158,9 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           if (static_cast<int64_t>(rc.before) <= act.after || !Contains(rc.written, act.buffer)) continue;
           if (rebuild == UINT32_MAX || rc.before < prog->recomputes[rebuild].before) rebuild = r;
         }
-        // A swap-in of the buffer before that recompute means the plan drops a copy the host already holds and
-        // brings that value back: the host's copy is the one in managed memory, so it must not be discarded.
-        for (const policy::Action& in : plan.actions) {
-          if (rebuild == UINT32_MAX) break;
-          if (in.kind == policy::ActionKind::kSwapIn && in.buffer == act.buffer && in.after >= act.after &&
-              static_cast<int64_t>(in.after) < static_cast<int64_t>(prog->recomputes[rebuild].before)) {
-            rebuild = UINT32_MAX;
-          }
-        }
+        // Read before that recompute rebuilds it (the plan brings the host's value back for such a read): the
+        // host's copy is the one managed memory has, so it must be evicted, not discarded.
+        if (rebuild != UINT32_MAX && ReadBefore(acc, *prog, act.buffer, act.after, rebuild)) rebuild = UINT32_MAX;
         const ReplayBuffer& rb = rec.buffers[act.buffer];
         if (rebuild != UINT32_MAX && rb.exact) {
           at.push_back({ReplayProgram::Move::kDiscard, act.buffer, a, rebuild});

@@ -9,8 +9,9 @@
 namespace karma::rt {
 namespace {
 
-// Five ops: 0 writes buffer 0 (forward), 1 reads it, 2 and 3 do not touch it, 4 reads it (backward).
-RecordedIteration FiveOps() {
+// Five ops: 0 writes buffer 0 (forward), 1 reads it, 2 does not touch it, 3 reads it when `read_at_3`, 4 reads it
+// (backward).
+RecordedIteration FiveOps(bool read_at_3) {
   RecordedIteration rec;
   rec.it.model = "five";
   for (trace::BufferId b = 0; b < 2; ++b) {
@@ -20,7 +21,8 @@ RecordedIteration FiveOps() {
     buf.kind = trace::BufferKind::kActivation;
     rec.it.buffers.push_back(buf);
   }
-  const std::vector<std::vector<trace::BufferId>> reads = {{}, {0}, {1}, {1}, {0, 1}};
+  std::vector<std::vector<trace::BufferId>> reads = {{}, {0}, {1}, {1}, {0, 1}};
+  if (read_at_3) reads[3] = {0, 1};
   const std::vector<std::vector<trace::BufferId>> writes = {{0}, {1}, {1}, {1}, {}};
   for (uint32_t i = 0; i < 5; ++i) {
     trace::Op op;
@@ -81,7 +83,7 @@ policy::Plan RecomputeOp0Before4() {
 }
 
 TEST(CompileProgram, DiscardRebuiltByARecomputeIsADiscard) {
-  const RecordedIteration rec = FiveOps();
+  const RecordedIteration rec = FiveOps(false);
   policy::Plan plan = RecomputeOp0Before4();
   plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
   auto prog = CompileProgram(rec, plan);
@@ -91,11 +93,11 @@ TEST(CompileProgram, DiscardRebuiltByARecomputeIsADiscard) {
   EXPECT_EQ((*prog)->recomputes[0].targets, std::vector<trace::BufferId>{0});
 }
 
-// The plan drops the device copy after op 1 and brings the host's value back after op 2, before the recompute
-// that writes the buffer: the value lives on, so the executor must evict, not discard (a discard would poison
-// the only copy managed memory has, and the swap-in would bring the poison back).
-TEST(CompileProgram, DiscardWhoseValueIsSwappedInBeforeTheRebuildIsAnEviction) {
-  const RecordedIteration rec = FiveOps();
+// The plan drops the device copy after op 1 and brings the host's value back after op 2 for op 3, which reads
+// it before the recompute that writes the buffer: the value lives on, so the executor must evict, not discard
+// (a discard would poison the only copy managed memory has, and the swap-in would bring the poison back).
+TEST(CompileProgram, DiscardWhoseValueIsReadBeforeTheRebuildIsAnEviction) {
+  const RecordedIteration rec = FiveOps(true);
   policy::Plan plan = RecomputeOp0Before4();
   plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
   plan.actions.push_back(Act(policy::ActionKind::kSwapIn, 0, 2, 3));
@@ -104,6 +106,33 @@ TEST(CompileProgram, DiscardWhoseValueIsSwappedInBeforeTheRebuildIsAnEviction) {
   EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
   EXPECT_EQ(MoveOf(**prog, 3, 0), ReplayProgram::Move::kPrefetch);
   EXPECT_TRUE((*prog)->recomputes[0].targets.empty());
+}
+
+// A swap-in that nothing reads before the rebuild does not keep the value: the discard stands.
+TEST(CompileProgram, DiscardSwappedInButNotReadBeforeTheRebuildIsADiscard) {
+  const RecordedIteration rec = FiveOps(false);
+  policy::Plan plan = RecomputeOp0Before4();
+  plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
+  plan.actions.push_back(Act(policy::ActionKind::kSwapIn, 0, 2, 3));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kDiscard);
+}
+
+// Another recompute that reads the buffer before the rebuild needs its value too.
+TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
+  const RecordedIteration rec = FiveOps(false);
+  policy::Plan plan = RecomputeOp0Before4();
+  policy::Action reader;
+  reader.kind = policy::ActionKind::kRecompute;
+  reader.ops = {1};
+  reader.before = 3;
+  reader.after = 2;
+  plan.actions.insert(plan.actions.begin(), reader);
+  plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
 }
 
 }  // namespace
