@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, then runs a trainer at 3x the simulated device's memory on
 # simcuda, without and with libkarma.so, and shows its recorded iteration and plan in karma-trace.
-#   scripts/demo.sh [--app mlp_trainer|skipnet_trainer] [--mem 64MiB] [--iters 10] [--out DIR]
+#   scripts/demo.sh [--app mlp_trainer|skipnet_trainer] [--mem 64MiB] [--iters 12] [--out DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$KARMA_ROOT
-app=mlp_trainer mem=64MiB iters=10 out=""
+app=mlp_trainer mem=64MiB iters=12 out=""
 while (($#)); do
   case $1 in
     --app) app=$2; shift 2 ;;
