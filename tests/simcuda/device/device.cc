@@ -516,7 +516,8 @@ void Device::Touch(std::span<const Range> ranges, TouchResult* out) {
 
 void Device::Trace(const char* what, const std::string& detail, double start, double end) const {
   if (config_.log < LogLevel::kDebug) return;
-  fmt::print(stderr, "simcuda: {:<8} {:<40} start {:.9f} end {:.9f}\n", what, detail, start, end);
+  fmt::print(stderr, "simcuda: {:<8} {:<40} start {:.9f} end {:.9f}  device {:.1f} MiB\n", what, detail, start, end,
+             static_cast<double>(Used()) / (1 << 20));
 }
 
 cudaError_t Device::Launch(const CUfunc_st* fn, const LaunchDims& dims, void** args, cudaStream_t stream) {
