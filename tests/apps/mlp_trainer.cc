@@ -36,7 +36,19 @@ struct HalveInPlace {
     k::Range(c, x, n);
   }
 };
-const Module<HalveInPlace> kMlpModule;
+// --inplace-hidden: the same halving, but the kernel gets its buffer's address bit-inverted, so that no parameter
+// of the launch names the buffer. A runtime that finds buffers by scanning parameters for device pointers does not
+// see the write and may plan to re-run the GEMM on the halved input; only the validation of that recompute (the
+// recomputed buffer compared with the original) can catch it.
+bool g_inplace_hidden = false;
+
+struct HalveHidden {
+  static constexpr const char* kName = "halve_hidden";
+  static float* Decode(uint64_t key) { return reinterpret_cast<float*>(~key); }
+  static void Body(int64_t n, uint64_t key) { HalveInPlace::Body(n, Decode(key)); }
+  static void Cost(simcuda_cost* c, int64_t n, uint64_t key) { HalveInPlace::Cost(c, n, Decode(key)); }
+};
+const Module<HalveInPlace, HalveHidden> kMlpModule;
 
 class Mlp : public Model {
  public:
@@ -72,6 +84,7 @@ class Mlp : public Model {
       float* z = c.New(n);
       c.Gemm(false, false, w, b, w, weights_[l].w, w, h, w, z, w);
       if (g_inplace_input && l > 0) c.Run<HalveInPlace>(n, n, h);
+      if (g_inplace_hidden && l > 0) c.Run<HalveHidden>(n, n, ~reinterpret_cast<uint64_t>(h));
       float* a = c.New(n);
       c.Run<k::BiasActFwd>(n, int64_t{w}, int64_t{b}, static_cast<const float*>(biases_[l].w), z, a);
       float* mask = nullptr;
@@ -158,7 +171,11 @@ int main(int argc, char** argv) {
   app.mpi = apps::MakeMpiExchange;
 #endif
   app.extra_flags = [](CLI::App& cli) {
-    cli.add_flag("--inplace-input", g_inplace_input, "variant: every layer after the first halves its input in place");
+    auto* visible =
+        cli.add_flag("--inplace-input", g_inplace_input, "variant: every layer after the first halves its input in place");
+    cli.add_flag("--inplace-hidden", g_inplace_hidden,
+                 "variant: the same, through a kernel parameter that does not look like a pointer")
+        ->excludes(visible);
   };
   return apps::RunTrainer(argc, argv, app);
 }

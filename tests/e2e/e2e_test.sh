@@ -3,7 +3,7 @@
 #   e2e_test.sh SRC BUILD CASE MEM [SPEED]
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
-# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | inplace | stress
+# CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | replay | trace | inplace | inplace_hidden | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -138,6 +138,21 @@ inplace)
   same ref karma
   grep -q "recompute of .* rejected" "$tmp/karma.err" || fail "no recompute rejected: $(cat "$tmp/karma.err")"
   grep -c "recompute of .* rejected" "$tmp/karma.err" | sed 's/$/ recomputes rejected/'
+  grep '^karma: mode auto' "$tmp/karma.err"
+  ;;
+inplace_hidden)
+  # mlp_trainer --inplace-hidden: the same halving through a kernel that gets the address bit-inverted, so the
+  # write is invisible to parameter scanning; the plan re-runs GEMMs whose input has since changed, and only the
+  # validation (recomputed buffer against the original) catches it. The originals are put back: exact results.
+  args=(--iters 12 --footprint $((3 * mem_mib))MiB --alloc async --inplace-hidden)  # 3x: recompute is planned at 16 MiB too
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  must_run ref
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "rejected: the recomputed buffers differ from the originals" "$tmp/karma.err" ||
+    fail "no recompute rejected by its checksum: $(grep '^karma' "$tmp/karma.err")"
+  grep -c "rejected: the recomputed buffers differ" "$tmp/karma.err" | sed 's/$/ recomputes rejected by their checksum/'
   grep '^karma: mode auto' "$tmp/karma.err"
   ;;
 stress)
