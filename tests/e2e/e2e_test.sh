@@ -50,6 +50,21 @@ app_case() {
   le 1.5 "$(ratio "$t_um" "$t_karma")" || fail "karma is not 1.5x faster than managed memory alone"
 }
 
+# rejects FLAG K PATTERN: mlp_trainer FLAG at K x MEM under KARMA gives the large device's results, and the log
+# has a recompute rejected with a message matching PATTERN.
+rejects() {
+  local flag=$1 k=$2 pattern=$3
+  local args=(--iters "$iters" --footprint $((k * mem_mib))MiB --alloc async "$flag")
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  must_run ref
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "$pattern" "$tmp/karma.err" || fail "no recompute rejected ($pattern): $(grep '^karma' "$tmp/karma.err")"
+  echo "$(grep -c "$pattern" "$tmp/karma.err") recomputes rejected ($pattern)"
+  grep '^karma: mode auto' "$tmp/karma.err"
+}
+
 case $case in
 oom)
   # Without KARMA, every footprint above the device's memory fails.
@@ -131,29 +146,14 @@ trace)
 inplace)
   # mlp_trainer --inplace-input halves each layer's input in place after its GEMM: recomputes that would re-run
   # ops on changed or freed inputs fail their validation, are rejected and planned away; results stay exact.
-  args=(--iters 12 --footprint $((2 * mem_mib))MiB --alloc async --inplace-input)
-  run ref -- "$bin/mlp_trainer" "${args[@]}"
-  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
-  [[ $rc == 0 ]] || fail "exit $rc: $(tail -5 "$tmp/karma.err")"
-  same ref karma
-  grep -q "recompute of .* rejected" "$tmp/karma.err" || fail "no recompute rejected: $(cat "$tmp/karma.err")"
-  grep -c "recompute of .* rejected" "$tmp/karma.err" | sed 's/$/ recomputes rejected/'
-  grep '^karma: mode auto' "$tmp/karma.err"
+  rejects --inplace-input 2 "recompute of .* rejected"
   ;;
 inplace_hidden)
   # mlp_trainer --inplace-hidden: the same halving through a kernel that gets the address bit-inverted, so the
   # write is invisible to parameter scanning; the plan re-runs GEMMs whose input has since changed, and only the
   # validation (recomputed buffer against the original) catches it. The originals are put back: exact results.
-  args=(--iters 12 --footprint $((3 * mem_mib))MiB --alloc async --inplace-hidden)  # 3x: recompute is planned at 16 MiB too
-  run ref -- "$bin/mlp_trainer" "${args[@]}"
-  must_run ref
-  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
-  must_run karma
-  same ref karma
-  grep -q "rejected: the recomputed buffers differ from the originals" "$tmp/karma.err" ||
-    fail "no recompute rejected by its checksum: $(grep '^karma' "$tmp/karma.err")"
-  grep -c "rejected: the recomputed buffers differ" "$tmp/karma.err" | sed 's/$/ recomputes rejected by their checksum/'
-  grep '^karma: mode auto' "$tmp/karma.err"
+  # 3x: recompute is planned at 16 MiB too.
+  rejects --inplace-hidden 3 "rejected: the recomputed buffers differ from the originals"
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
