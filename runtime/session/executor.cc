@@ -552,11 +552,14 @@ bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
 }
 
 bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
-                              const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) {
+                              const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected,
+                              const std::vector<std::vector<Range>>* populate, cudaStream_t stream) {
   const ReplayProgram& p = *prog_;
-  for (trace::OpId op : rc.ops) {
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    const trace::OpId op = rc.ops[i];
     const Relaunch& launch = launches_[op];
     if (launch == nullptr) return false;
+    if (populate != nullptr) PrefetchLocked((*populate)[i], stream, true);
     AddressMap map;
     for (trace::BufferId b : p.uses[op]) {
       const ReplayBuffer& rb = p.buffers[b];
@@ -592,20 +595,25 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   bool ok = PlaceLocked(rc, &redirected);
   if (ok) {
     // The discarded targets and the scratch are populated without a transfer, sparing the launches a fault on
-    // every page they write.
-    std::vector<Range> populate;
+    // every page they write; each just before the first launch that writes it, as the plan allocates them, so
+    // that the device never holds more than the plan counts.
+    std::vector<std::vector<Range>> populate(rc.ops.size());
+    std::vector<uint64_t> done;
+    auto add = [&](trace::BufferId b, const Range& r) {
+      if (Has(done, r.addr)) return;
+      for (size_t i = 0; i < rc.ops.size(); ++i) {
+        if (!Has(prog_->uses[rc.ops[i]], b)) continue;
+        populate[i].push_back(r);
+        done.push_back(r.addr);
+        return;
+      }
+    };
     for (trace::BufferId b : rc.targets) {
       Range t;
-      if (MoveRangeLocked(b, &t)) populate.push_back(t);
+      if (MoveRangeLocked(b, &t)) add(b, t);
     }
-    for (const auto& [b, at] : redirected) {
-      const Range slot{at, PageUp(prog_->buffers[b].bytes)};
-      if (std::none_of(populate.begin(), populate.end(), [&](const Range& x) { return x.addr == slot.addr; })) {
-        populate.push_back(slot);
-      }
-    }
-    PrefetchLocked(populate, S(stream), true);
-    ok = RelaunchLocked(rc, redirected);
+    for (const auto& [b, at] : redirected) add(b, Range{at, PageUp(prog_->buffers[b].bytes)});
+    ok = RelaunchLocked(rc, redirected, &populate, S(stream));
   }
   if (!ok) {
     // The targets are discarded and cannot be rebuilt: this is a failure the application would see.
@@ -684,7 +692,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     reject("the stream could not be synchronized");
     return;
   }
-  const bool launched = RelaunchLocked(rc, redirected) && sync();
+  const bool launched = RelaunchLocked(rc, redirected, nullptr, s) && sync();
   bool same = launched;
   std::vector<unsigned char> after;
   for (const Copy& c : before) {

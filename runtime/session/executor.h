@@ -119,8 +119,10 @@ class Executor {
   // Issues the recompute's launches. A launch captured in this iteration holds this iteration's pointers; a
   // recorded one the recording's. Each launch's pointers into its own buffers are mapped to where they are now
   // (scratch for freed outputs): per launch, since one address may name different buffers at different times.
+  // `populate`, when given, holds per launch the ranges to populate on `stream` just before it.
   bool RelaunchLocked(const ReplayProgram::Recompute& rc,
-                      const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected);
+                      const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected,
+                      const std::vector<std::vector<Range>>* populate, cudaStream_t stream);
   void ValidateLocked(uint32_t r, StreamKey stream);
   void DivergeLocked();
 
