@@ -37,6 +37,23 @@ trace::Iteration PlanningIteration(const trace::Iteration& it) {
   for (trace::Buffer& b : p.buffers) {
     if (b.bytes >= kPage) b.bytes = (b.bytes + kPage - 1) / kPage * kPage;
   }
+  // The policy frees a buffer right after its last use; an application often frees it a few ops later, and until
+  // then its pages stay on the device. The op right before the free is made to read it, so that the plan counts
+  // that memory (the executor compiles its program from the recorded iteration, where the read does not exist).
+  std::vector<uint32_t> last(p.buffers.size(), trace::kNone);
+  for (const trace::Op& op : p.ops) {
+    for (const auto* list : {&op.reads, &op.writes, &op.touches}) {
+      for (trace::BufferId b : *list) {
+        if (b < last.size()) last[b] = op.id;
+      }
+    }
+  }
+  for (const trace::Event& e : p.events) {
+    if (e.kind != trace::EventKind::kFreeRequested || e.buffer >= last.size() || last[e.buffer] == trace::kNone) continue;
+    if (e.before_op <= last[e.buffer] + 1 || e.before_op > p.ops.size()) continue;
+    std::vector<trace::BufferId>& reads = p.ops[e.before_op - 1].reads;
+    if (std::find(reads.begin(), reads.end(), e.buffer) == reads.end()) reads.push_back(e.buffer);
+  }
   return p;
 }
 

@@ -1,9 +1,10 @@
 // Compiling plans for the executor: which plan discards become discards (poisoning managed memory) and which
-// become evictions.
+// become evictions; and the iteration the runtime plans on.
 #include <gtest/gtest.h>
 
 #include <memory>
 
+#include "runtime/session/planning.h"
 #include "runtime/session/replay_program.h"
 
 namespace karma::rt {
@@ -133,6 +134,43 @@ TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
+}
+
+TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTheirFree) {
+  trace::Iteration it;
+  const uint64_t sizes[] = {3u << 20, 1u << 20, 3u << 20};
+  for (trace::BufferId b = 0; b < 3; ++b) {
+    trace::Buffer buf;
+    buf.id = b;
+    buf.bytes = sizes[b];
+    it.buffers.push_back(buf);
+  }
+  // Buffer 0: last used by op 1, freed before op 4. Buffer 1: freed right after its last use (op 1). Buffer 2: last
+  // used by op 3, never freed inside the iteration.
+  const std::vector<std::vector<trace::BufferId>> reads = {{}, {0}, {}, {2}, {}};
+  const std::vector<std::vector<trace::BufferId>> writes = {{0}, {1}, {2}, {}, {}};
+  for (uint32_t i = 0; i < 5; ++i) {
+    trace::Op op;
+    op.id = i;
+    op.name = "k" + std::to_string(i);
+    op.reads = reads[i];
+    op.writes = writes[i];
+    it.ops.push_back(op);
+  }
+  for (const auto& [b, before] : std::vector<std::pair<trace::BufferId, uint32_t>>{{0, 4}, {1, 2}}) {
+    trace::Event e;
+    e.kind = trace::EventKind::kFreeRequested;
+    e.buffer = b;
+    e.before_op = before;
+    it.events.push_back(e);
+  }
+  const trace::Iteration p = PlanningIteration(it);
+  EXPECT_EQ(p.buffers[0].bytes, 4u << 20);
+  EXPECT_EQ(p.buffers[1].bytes, 1u << 20);
+  EXPECT_EQ(p.ops[3].reads, (std::vector<trace::BufferId>{2, 0}));  // held on the device until its free
+  EXPECT_TRUE(p.ops[2].reads.empty());
+  EXPECT_TRUE(p.ops[4].reads.empty());
+  for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
 }
 
 }  // namespace
