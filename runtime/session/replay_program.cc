@@ -12,6 +12,14 @@
 namespace karma::rt {
 namespace {
 
+// Action index of program items that no op waits for.
+constexpr uint32_t kNoAction = UINT32_MAX - 1;
+// How many ops before its next first use a dead value evicted at its last use is brought back.
+constexpr uint32_t kDeadPrefetchLead = 4;
+constexpr uint64_t kPage = 2ull << 20;
+
+uint64_t PageUp(uint64_t b) { return (b + kPage - 1) / kPage * kPage; }
+
 bool Contains(const std::vector<trace::BufferId>& v, trace::BufferId b) {
   return std::find(v.begin(), v.end(), b) != v.end();
 }
@@ -185,10 +193,79 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
     for (uint32_t p = 0; p < n; ++p) prog->planned_bytes.push_back(at[p] < mem.size() ? mem[at[p]] : 0);
   }
+  // The plan counts a buffer's memory as free after its last use. Memory the application frees gets discarded
+  // by the arena; memory it keeps (a caching allocator's segments) holds the dead value until the driver evicts
+  // it, on the critical path of whatever op needs the room. Those buffers leave by an eviction after their last
+  // use: their extent is not known to be one tensor's, so the value is kept (never discarded).
+  {
+    std::vector<uint32_t> last_use(it.buffers.size(), trace::kNone);
+    for (uint32_t p = 0; p < n; ++p) {
+      for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
+    }
+    // A recompute running before op p uses its buffers there.
+    for (const ReplayProgram::Recompute& rc : prog->recomputes) {
+      for (trace::BufferId b : rc.used) {
+        if (last_use[b] == trace::kNone || last_use[b] < rc.before) last_use[b] = rc.before;
+      }
+    }
+    std::vector<bool> moved_after_last(it.buffers.size(), false);
+    for (const policy::Action& act : plan.actions) {
+      if ((act.kind == policy::ActionKind::kSwapOut || act.kind == policy::ActionKind::kDiscard) &&
+          act.buffer < it.buffers.size() && last_use[act.buffer] != trace::kNone &&
+          act.after >= static_cast<int32_t>(last_use[act.buffer])) {
+        moved_after_last[act.buffer] = true;
+      }
+    }
+    std::vector<uint32_t> first_use(it.buffers.size(), trace::kNone);
+    for (uint32_t p = n; p-- > 0;) {
+      for (trace::BufferId b : prog->uses[p]) first_use[b] = p;
+    }
+    std::vector<trace::BufferId> dead;
+    for (size_t b = 0; b < it.buffers.size(); ++b) {
+      const ReplayBuffer& rb = rec.buffers[b];
+      // Only pages a buffer owns entirely leave the device (the executor's evictions): one that owns none (a small
+      // buffer in a slab) would gain nothing, and its prefetch would queue its op behind the plan's prefetches.
+      const bool owns_page = PageUp(rb.address) + kPage <= rb.address + rb.bytes;
+      if (acc.persistent[b] || rb.allocated_inside || rb.origin != Origin::kArena || last_use[b] == trace::kNone ||
+          moved_after_last[b] || !owns_page) {
+        continue;
+      }
+      dead.push_back(static_cast<trace::BufferId>(b));
+    }
+    // The ops between a buffer's last use and its first use in the next iteration, where it is dead.
+    auto gap = [&](trace::BufferId b) { return (first_use[b] + n - last_use[b] - 1) % n; };
+    // A dead value stays on the device where the plan leaves room for it over its whole gap (shortest gaps
+    // first): an eviction and a prefetch saved, and the device stays within what the plan holds plus that room.
+    std::stable_sort(dead.begin(), dead.end(), [&](trace::BufferId x, trace::BufferId y) { return gap(x) < gap(y); });
+    std::vector<uint64_t> kept(n, 0);
+    for (trace::BufferId id : dead) {
+      const uint64_t bytes = PageUp(rec.buffers[id].bytes);
+      bool room = prog->planned_bytes.size() == n;
+      for (uint32_t k = 0, p = (last_use[id] + 1) % n; room && k < gap(id); ++k, p = (p + 1) % n) {
+        room = prog->planned_bytes[p] + kept[p] + bytes <= plan.capacity_bytes;
+      }
+      if (room) {
+        for (uint32_t k = 0, p = (last_use[id] + 1) % n; k < gap(id); ++k, p = (p + 1) % n) kept[p] += bytes;
+        prog->dead_kept++;
+        continue;
+      }
+      prog->after[last_use[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
+      // The next iteration's first use writes the buffer, but a write to a page on the host faults it back
+      // (the driver cannot know the old bytes are dead): a prefetch brings it back a little earlier instead.
+      const uint32_t before = first_use[id];
+      const uint32_t action = static_cast<uint32_t>(prog->actions++);
+      prog->after[before > kDeadPrefetchLead ? before - kDeadPrefetchLead : 0].push_back(
+          {ReplayProgram::Move::kPrefetch, id, action, UINT32_MAX});
+      prog->waits[before].push_back(action);
+      prog->dead_evictions++;
+    }
+  }
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
   prog->summary = fmt::format("{} prefetches, {} evictions, {} discards ({} left to frees), {} recomputes of {} "
-                              "launches", prefetches, evictions, discards, dropped, prog->recomputes.size(), kernels);
+                              "launches; dead values in memory the application keeps: {} evicted and brought back, "
+                              "{} left on the device", prefetches, evictions, discards, dropped,
+                              prog->recomputes.size(), kernels, prog->dead_evictions, prog->dead_kept);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 

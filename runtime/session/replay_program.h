@@ -23,6 +23,10 @@ namespace karma::rt {
 //    (the executor discards freed arena blocks) or, for memory that is never freed inside the iteration,
 //    becomes an eviction — a dead value discarded early would be read as poison if the application diverged;
 //  - recompute: the recorded launches issued again on the waiting op's stream right before it.
+//  - dead values in memory the application keeps (a caching allocator's segments, never freed inside the
+//    iteration): the plan counts them as gone after their last use; they stay on the device where the plan leaves
+//    room over their whole dead time, else they are evicted after their last use (never discarded: their extent
+//    is not known to be one tensor's) and prefetched shortly before the next iteration's first use, which waits.
 struct ReplayProgram {
   enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
   struct Item {
@@ -59,8 +63,10 @@ struct ReplayProgram {
   std::vector<Relaunch> relaunch;                 // per op, as recorded
   std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
-  std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs (debug)
-  size_t actions = 0;                             // of the plan
+  std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs
+  size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)
+  size_t dead_evictions = 0;                      // evictions of dead values the application does not free
+  size_t dead_kept = 0;                           // dead values left on the device where the plan has room
   std::string summary;                            // counts, for the log
 };
 

@@ -83,9 +83,10 @@ skipnet_2) app_case skipnet_trainer 2 1.5 ;;
 # only (docs/runtime-e2e.md); these guard what it reaches now.
 skipnet_3 | skipnet_4) app_case skipnet_trainer "${case#skipnet_}" 2.6 ;;
 segments)
-  # A caching allocator (the apps' default, like PyTorch's): sub-buffers are inferred from the pointers ops
-  # receive; only exact ones (cuBLAS operands) may be discarded and recomputed, the rest is only swapped. Results
-  # stay bit-identical and KARMA still beats managed memory alone.
+  # A caching allocator (the apps' default, like PyTorch's): its large segments are planned by page; only exact
+  # pages (inside one cuBLAS operand) may be discarded and recomputed, the rest is only swapped, and dead values
+  # the allocator keeps are evicted or kept, never discarded. Results stay bit-identical and KARMA is at least
+  # 1.5x faster than managed memory alone (3.2x and 4.7x at 2x memory on 64 MiB, docs/runtime-e2e.md).
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc segments)
     run ref -- "$bin/$app" "${args[@]}"
@@ -97,7 +98,7 @@ segments)
     must_run um
     echo "$app segments: in-core $(last_ms ref) ms, karma $(last_ms karma) ms, um $(last_ms um) ms"
     ((speed)) || continue
-    le "$(last_ms karma)" "$(last_ms um)" || fail "$app segments: karma slower than managed memory alone"
+    le 1.5 "$(ratio "$(last_ms um)" "$(last_ms karma)")" || fail "$app segments: karma not 1.5x faster than managed memory alone"
   done
   ;;
 replay)

@@ -173,5 +173,67 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
   for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
 }
 
+// Memory the application never frees (a caching allocator's segment): the plan counts a transient buffer as
+// gone after its last use, so the executor evicts it there (its extent is not known: evicted, never discarded)
+// and brings it back shortly before the next iteration's first use, which waits for it.
+TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBackBeforeItsNextWrite) {
+  RecordedIteration rec = FiveOps(false);
+  for (ReplayBuffer& rb : rec.buffers) {
+    rb.exact = false;
+    rb.allocated_inside = false;
+  }
+  rec.allocations = 0;
+  policy::Plan plan;
+  plan.strategy = "karma";
+  plan.managed_memory = true;
+  plan.capacity_bytes = 4u << 20;  // no room to leave a dead value on the device
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const ReplayProgram& p = **prog;
+  // Buffer 1: first used by op 1, last by op 4, dead while op 0 runs, where the plan has no room for it.
+  EXPECT_EQ(MoveOf(p, 5, 1), ReplayProgram::Move::kEvict);
+  EXPECT_EQ(MoveOf(p, 0, 1), ReplayProgram::Move::kPrefetch);
+  EXPECT_TRUE(p.waits[0].empty());
+  EXPECT_EQ(p.waits[1].size(), 1u);
+  EXPECT_EQ(p.dead_evictions, 1u);
+  // Buffer 0: first used by op 0, last by op 4: dead while no op runs, so it stays.
+  EXPECT_EQ(p.dead_kept, 1u);
+  for (const auto& items : p.after) {
+    for (const ReplayProgram::Item& it : items) EXPECT_EQ(it.buffer, 1u);
+  }
+  for (const ReplayProgram::Item& it : p.after[5]) EXPECT_NE(it.move, ReplayProgram::Move::kDiscard);
+}
+
+// Where the plan leaves room on the device over the whole time a value is dead, it stays there.
+TEST(CompileProgram, DeadValueStaysWhereThePlanHasRoom) {
+  RecordedIteration rec = FiveOps(false);
+  for (ReplayBuffer& rb : rec.buffers) {
+    rb.exact = false;
+    rb.allocated_inside = false;
+  }
+  rec.allocations = 0;
+  policy::Plan plan;
+  plan.strategy = "karma";
+  plan.managed_memory = true;
+  plan.capacity_bytes = 64u << 20;
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ((*prog)->dead_evictions, 0u);
+  EXPECT_EQ((*prog)->dead_kept, 2u);
+  for (const auto& items : (*prog)->after) EXPECT_TRUE(items.empty());
+}
+
+// Buffers the application allocates and frees inside the iteration are discarded by their free: nothing added.
+TEST(CompileProgram, DeadValueTheApplicationFreesIsLeftToTheFree) {
+  const RecordedIteration rec = FiveOps(false);
+  policy::Plan plan;
+  plan.strategy = "karma";
+  plan.managed_memory = true;
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ((*prog)->dead_evictions, 0u);
+  for (const auto& items : (*prog)->after) EXPECT_TRUE(items.empty());
+}
+
 }  // namespace
 }  // namespace karma::rt
