@@ -14,9 +14,6 @@ namespace {
 
 constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
 constexpr uint32_t kMaxRerecords = 3;
-constexpr uint64_t kPage = 2ull << 20;
-
-uint64_t PageUp(uint64_t b) { return (b + kPage - 1) / kPage * kPage; }
 
 cudaMemLocation Location(bool device, int id) {
   cudaMemLocation l{};
@@ -397,7 +394,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       case ReplayProgram::Move::kEvict: {
         // Only pages the buffer owns leave: a page shared with a neighbour (a small buffer in a slab, a tensor
         // inside a caching allocator's segment) would take the neighbour's bytes with it, and it would fault.
-        const uint64_t lo = PageUp(r.addr), hi = (r.addr + r.bytes) / kPage * kPage;
+        const uint64_t lo = PageUp(r.addr), hi = (r.addr + r.bytes) / kLargePage * kLargePage;
         if (hi <= lo) break;
         out.push_back({lo, hi - lo});
         out_ids.push_back(it.buffer);
@@ -774,7 +771,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
     if (alloc_base_[k] == addr) alloc_freed_[k] = true;
   }
   // Small blocks share pages with others: discarding them would not free a page, only poison neighbours' bytes.
-  if (!arena_block || span < kPage || span % kPage != 0 || !EnsureStreamsLocked() ||
+  if (!arena_block || span < kLargePage || span % kLargePage != 0 || !EnsureStreamsLocked() ||
       api_.cudaMemDiscardBatchAsync == nullptr) {
     return;
   }

@@ -10,13 +10,10 @@
 #include "policy/plan_io.h"
 #include "policy/strategies.h"
 #include "runtime/common/log.h"
+#include "runtime/session/arena.h"
+#include "runtime/trace/analysis.h"
 
 namespace karma::rt {
-namespace {
-
-constexpr uint64_t kPage = 2ull << 20;
-
-}  // namespace
 
 const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
   static const struct {
@@ -35,22 +32,16 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
 trace::Iteration PlanningIteration(const trace::Iteration& it) {
   trace::Iteration p = it;
   for (trace::Buffer& b : p.buffers) {
-    if (b.bytes >= kPage) b.bytes = (b.bytes + kPage - 1) / kPage * kPage;
+    if (b.bytes >= kLargePage) b.bytes = PageUp(b.bytes);
   }
   // The policy frees a buffer right after its last use; an application often frees it a few ops later, and until
   // then its pages stay on the device. The op right before the free is made to read it, so that the plan counts
   // that memory (the executor compiles its program from the recorded iteration, where the read does not exist).
-  std::vector<uint32_t> last(p.buffers.size(), trace::kNone);
-  for (const trace::Op& op : p.ops) {
-    for (const auto* list : {&op.reads, &op.writes, &op.touches}) {
-      for (trace::BufferId b : *list) {
-        if (b < last.size()) last[b] = op.id;
-      }
-    }
-  }
+  const std::vector<trace::Lifetime> lt = trace::ComputeLifetimes(it);
   for (const trace::Event& e : p.events) {
-    if (e.kind != trace::EventKind::kFreeRequested || e.buffer >= last.size() || last[e.buffer] == trace::kNone) continue;
-    if (e.before_op <= last[e.buffer] + 1 || e.before_op > p.ops.size()) continue;
+    if (e.kind != trace::EventKind::kFreeRequested || e.buffer >= lt.size()) continue;
+    const uint32_t last = lt[e.buffer].last;
+    if (last == trace::kNone || e.before_op <= last + 1 || e.before_op > p.ops.size()) continue;
     std::vector<trace::BufferId>& reads = p.ops[e.before_op - 1].reads;
     if (std::find(reads.begin(), reads.end(), e.buffer) == reads.end()) reads.push_back(e.buffer);
   }

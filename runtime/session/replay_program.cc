@@ -7,6 +7,7 @@
 
 #include "policy/access.h"
 #include "policy/plan_builder.h"
+#include "runtime/session/arena.h"
 #include "runtime/session/planning.h"
 
 namespace karma::rt {
@@ -16,9 +17,6 @@ namespace {
 constexpr uint32_t kNoAction = UINT32_MAX - 1;
 // How many ops before its next first use a dead value evicted at its last use is brought back.
 constexpr uint32_t kDeadPrefetchLead = 4;
-constexpr uint64_t kPage = 2ull << 20;
-
-uint64_t PageUp(uint64_t b) { return (b + kPage - 1) / kPage * kPage; }
 
 bool Contains(const std::vector<trace::BufferId>& v, trace::BufferId b) {
   return std::find(v.begin(), v.end(), b) != v.end();
@@ -124,12 +122,17 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     prog->recomputes.push_back(std::move(r));
   }
 
+  // Per buffer: the first and the last position whose op uses it.
+  std::vector<uint32_t> first_use(it.buffers.size(), trace::kNone), last_use(it.buffers.size(), trace::kNone);
+  for (uint32_t p = 0; p < n; ++p) {
+    for (trace::BufferId b : prog->uses[p]) {
+      if (first_use[b] == trace::kNone) first_use[b] = p;
+      last_use[b] = p;
+    }
+  }
   // When the application frees what the plan counts as freed after its last use.
   {
-    std::vector<uint32_t> last_use(it.buffers.size(), trace::kNone), freed_before(it.buffers.size(), trace::kNone);
-    for (uint32_t p = 0; p < n; ++p) {
-      for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
-    }
+    std::vector<uint32_t> freed_before(it.buffers.size(), trace::kNone);
     for (const trace::Event& e : it.events) {
       if (e.kind == trace::EventKind::kFreeRequested && e.buffer < it.buffers.size()) freed_before[e.buffer] = e.before_op;
     }
@@ -198,42 +201,35 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   // it, on the critical path of whatever op needs the room. Those buffers leave by an eviction after their last
   // use: their extent is not known to be one tensor's, so the value is kept (never discarded).
   {
-    std::vector<uint32_t> last_use(it.buffers.size(), trace::kNone);
-    for (uint32_t p = 0; p < n; ++p) {
-      for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
-    }
+    std::vector<uint32_t> last_live = last_use;
     // A recompute running before op p uses its buffers there.
     for (const ReplayProgram::Recompute& rc : prog->recomputes) {
       for (trace::BufferId b : rc.used) {
-        if (last_use[b] == trace::kNone || last_use[b] < rc.before) last_use[b] = rc.before;
+        if (last_live[b] == trace::kNone || last_live[b] < rc.before) last_live[b] = rc.before;
       }
     }
     std::vector<bool> moved_after_last(it.buffers.size(), false);
     for (const policy::Action& act : plan.actions) {
       if ((act.kind == policy::ActionKind::kSwapOut || act.kind == policy::ActionKind::kDiscard) &&
-          act.buffer < it.buffers.size() && last_use[act.buffer] != trace::kNone &&
-          act.after >= static_cast<int32_t>(last_use[act.buffer])) {
+          act.buffer < it.buffers.size() && last_live[act.buffer] != trace::kNone &&
+          act.after >= static_cast<int32_t>(last_live[act.buffer])) {
         moved_after_last[act.buffer] = true;
       }
-    }
-    std::vector<uint32_t> first_use(it.buffers.size(), trace::kNone);
-    for (uint32_t p = n; p-- > 0;) {
-      for (trace::BufferId b : prog->uses[p]) first_use[b] = p;
     }
     std::vector<trace::BufferId> dead;
     for (size_t b = 0; b < it.buffers.size(); ++b) {
       const ReplayBuffer& rb = rec.buffers[b];
       // Only pages a buffer owns entirely leave the device (the executor's evictions): one that owns none (a small
       // buffer in a slab) would gain nothing, and its prefetch would queue its op behind the plan's prefetches.
-      const bool owns_page = PageUp(rb.address) + kPage <= rb.address + rb.bytes;
-      if (acc.persistent[b] || rb.allocated_inside || rb.origin != Origin::kArena || last_use[b] == trace::kNone ||
+      const bool owns_page = PageUp(rb.address) + kLargePage <= rb.address + rb.bytes;
+      if (acc.persistent[b] || rb.allocated_inside || rb.origin != Origin::kArena || last_live[b] == trace::kNone ||
           moved_after_last[b] || !owns_page) {
         continue;
       }
       dead.push_back(static_cast<trace::BufferId>(b));
     }
     // The ops between a buffer's last use and its first use in the next iteration, where it is dead.
-    auto gap = [&](trace::BufferId b) { return (first_use[b] + n - last_use[b] - 1) % n; };
+    auto gap = [&](trace::BufferId b) { return (first_use[b] + n - last_live[b] - 1) % n; };
     // A dead value stays on the device where the plan leaves room for it over its whole gap (shortest gaps
     // first): an eviction and a prefetch saved, and the device stays within what the plan holds plus that room.
     std::stable_sort(dead.begin(), dead.end(), [&](trace::BufferId x, trace::BufferId y) { return gap(x) < gap(y); });
@@ -241,15 +237,15 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     for (trace::BufferId id : dead) {
       const uint64_t bytes = PageUp(rec.buffers[id].bytes);
       bool room = prog->planned_bytes.size() == n;
-      for (uint32_t k = 0, p = (last_use[id] + 1) % n; room && k < gap(id); ++k, p = (p + 1) % n) {
+      for (uint32_t k = 0, p = (last_live[id] + 1) % n; room && k < gap(id); ++k, p = (p + 1) % n) {
         room = prog->planned_bytes[p] + kept[p] + bytes <= plan.capacity_bytes;
       }
       if (room) {
-        for (uint32_t k = 0, p = (last_use[id] + 1) % n; k < gap(id); ++k, p = (p + 1) % n) kept[p] += bytes;
+        for (uint32_t k = 0, p = (last_live[id] + 1) % n; k < gap(id); ++k, p = (p + 1) % n) kept[p] += bytes;
         prog->dead_kept++;
         continue;
       }
-      prog->after[last_use[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
+      prog->after[last_live[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
       // The next iteration's first use writes the buffer, but a write to a page on the host faults it back
       // (the driver cannot know the old bytes are dead): a prefetch brings it back a little earlier instead.
       const uint32_t before = first_use[id];

@@ -173,16 +173,23 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
   for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
 }
 
-// Memory the application never frees (a caching allocator's segment): the plan counts a transient buffer as
-// gone after its last use, so the executor evicts it there (its extent is not known: evicted, never discarded)
-// and brings it back shortly before the next iteration's first use, which waits for it.
-TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBackBeforeItsNextWrite) {
+// FiveOps in memory the application allocated before the iteration and keeps (a caching allocator's segment),
+// with extents not known exactly.
+RecordedIteration FiveOpsInKeptMemory() {
   RecordedIteration rec = FiveOps(false);
   for (ReplayBuffer& rb : rec.buffers) {
     rb.exact = false;
     rb.allocated_inside = false;
   }
   rec.allocations = 0;
+  return rec;
+}
+
+// Memory the application never frees (a caching allocator's segment): the plan counts a transient buffer as
+// gone after its last use, so the executor evicts it there (its extent is not known: evicted, never discarded)
+// and brings it back shortly before the next iteration's first use, which waits for it.
+TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBackBeforeItsNextWrite) {
+  const RecordedIteration rec = FiveOpsInKeptMemory();
   policy::Plan plan;
   plan.strategy = "karma";
   plan.managed_memory = true;
@@ -206,12 +213,7 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
 
 // Where the plan leaves room on the device over the whole time a value is dead, it stays there.
 TEST(CompileProgram, DeadValueStaysWhereThePlanHasRoom) {
-  RecordedIteration rec = FiveOps(false);
-  for (ReplayBuffer& rb : rec.buffers) {
-    rb.exact = false;
-    rb.allocated_inside = false;
-  }
-  rec.allocations = 0;
+  const RecordedIteration rec = FiveOpsInKeptMemory();
   policy::Plan plan;
   plan.strategy = "karma";
   plan.managed_memory = true;
