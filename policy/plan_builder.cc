@@ -280,7 +280,16 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
         in.kind = ActionKind::kSwapIn;
         in.buffer = id;
         in.block = g.e.block;
-        in.before = OwnOpAtOrAfter(seq, next->item);
+        if (seq[next->item].action == trace::kNone) {
+          in.before = seq[next->item].op;
+        } else {
+          // Read first by a recompute item, which waits for no swap-in of its own: the copy back must be done
+          // before the application's op that precedes it; with no such op after the eviction, the buffer stays.
+          int64_t k = static_cast<int64_t>(next->item) - 1;
+          while (k >= 0 && seq[static_cast<size_t>(k)].action != trace::kNone) --k;
+          if (k < 0) continue;
+          in.before = seq[static_cast<size_t>(k)].op;
+        }
         if (g.e.wait_before != trace::kNone && g.e.wait_before < in.before) in.before = g.e.wait_before;
         const int32_t latest = in.before == 0 ? kAtStart : static_cast<int32_t>(in.before) - 1;
         // Sent home by a paged op: it is gone when that op ends, so the copy back may start right then.

@@ -2,10 +2,12 @@
 // the targets at memory pressure k = 2, 3, 4 on the paper's V100.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "policy/checker.h"
 #include "policy/cost_model.h"
+#include "policy/karma.h"
 #include "policy/strategies.h"
 #include "tests/planner/planner_test_util.h"
 #include "tests/planner/workload_eval.h"
@@ -71,6 +73,26 @@ TEST(Karma, MeetsTheTargetsOnTheSharedWorkloads) {
   EXPECT_LE(s.slowdown_vs_incore_k2, 1.3);
   std::printf("karma: %.2fx over the best of vdnn/superneurons/um, %.2fx in-core at k=2, %d feasible of %zu\n",
               s.speedup_over_best_old, s.slowdown_vs_incore_k2, s.karma_feasible, evals.size());
+}
+
+// The iteration libkarma.so plans for skipnet_trainer at 256 MiB on a 64 MiB device (tests/data/traces): with
+// blocks of ~1/32 of the saved data, recomputed where that beats their swap-in, a block's recompute reads a skip
+// value that capacity-based eviction sent home, and the first thing to read it back is that recompute. Its
+// copy back must be done before the recompute runs, not before the application's op after it.
+TEST(Karma, ARecomputeThatFirstReadsAnEvictedValueWaitsForItsCopyBack) {
+  const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
+  const SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));
+  const PlanningModel m = BuildPlanningModel(in);
+  std::vector<Block> blocks = SolveBlocking(m, {SavedBytes(m) / 32, 0, {}});
+  SelectRecompute(m, blocks, {1.0});
+  ASSERT_GT(std::count_if(blocks.begin(), blocks.end(), [](const Block& b) { return b.mode == BlockMode::kRecompute; }),
+            0);
+  Result<Plan> plan = BuildKarmaPlan(m, blocks, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const SimResult sim = Simulate(in, *plan, {.record_events = true});
+  ASSERT_TRUE(sim.feasible) << sim.reason;
+  const Status st = CheckSchedule(in, *plan, sim);
+  EXPECT_TRUE(st.ok()) << st.message();
 }
 
 }  // namespace
