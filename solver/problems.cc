@@ -179,7 +179,10 @@ BlockingData MeasureBlocking(const policy::PlanningModel& m, std::vector<Candida
   const policy::ItemLimits limits = policy::CapacityLimits(in, seq, in.capacity, true);
   std::vector<double> residual(seq.size() + 1, 0.0);
   for (const policy::Gap& g : policy::FindGaps(m, b_kept, true)) {
-    if (block_buffer[g.buffer]) continue;
+    // A layer's evictions free its data from its last forward use to its first use after it; its other gaps (a
+    // skip value waiting for the op that reads it again, a value between two backward uses) are other data that
+    // capacity-based eviction may free.
+    if (block_buffer[g.buffer] && (g.wrap || g.after == static_cast<int32_t>(m.last_forward_use[g.buffer]))) continue;
     const double bytes = static_cast<double>(g.bytes);
     for (const auto& [lo, hi] : {std::pair{g.lo1, g.hi1}, std::pair{g.lo2, g.hi2}}) {
       if (hi < lo) continue;
