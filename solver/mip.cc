@@ -66,6 +66,10 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 void Callback(glp_tree* tree, void* info) {
   auto* ctx = static_cast<SearchContext*>(info);
+  if (ctx->options->cancel != nullptr && ctx->options->cancel->load(std::memory_order_relaxed)) {
+    glp_ios_terminate(tree);
+    return;
+  }
   int active = 0, nodes = 0, total = 0;
   glp_ios_tree_size(tree, &active, &nodes, &total);
   ctx->nodes = total;

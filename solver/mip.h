@@ -1,6 +1,7 @@
 // A mixed-integer linear program behind an RAII handle, solved with GLPK's branch and cut (glp_intopt).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <string>
@@ -33,6 +34,7 @@ struct MipOptions {
   int lp_iteration_limit = 0;    // simplex iterations of the root LP relaxation; 0: unlimited
   double progress_after_s = 1;   // report progress once the solve has run this long, then every second
   std::function<void(const MipProgress&)> progress = PrintProgress;
+  const std::atomic<bool>* cancel = nullptr;  // once true, the search stops at its next node, as at the time limit
 };
 
 enum class MipOutcome {

@@ -28,6 +28,7 @@ struct SolverOptions {
   int lp_iteration_limit = 0;  // simplex iterations per root LP relaxation; 0: unlimited
   bool warm_start = true;    // offer GLPK the heuristic's blocking and recompute choice as first incumbents
   std::function<void(const MipProgress&)> progress = PrintProgress;
+  const std::atomic<bool>* cancel = nullptr;  // once true, no further solve starts and a running one stops
 };
 
 // What a plan with the solver did.

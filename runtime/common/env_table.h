@@ -16,6 +16,9 @@
   X(KARMA_PLAN, kString, "", "",                                                                                \
     "Path of the plan file KARMA_MODE=replay runs (written next to the recorded trace by KARMA_MODE=auto); "    \
     "empty: none.")                                                                                             \
+  X(KARMA_SOLVER, kEnum, "ilp", "ilp|heuristic",                                                                \
+    "How KARMA_MODE=auto plans: heuristic (Planner I's search); ilp: that plan first, then Planner II's GLPK "  \
+    "models on the background thread (6 s at most), whose plan replaces it when it simulates 5% faster.")         \
   X(KARMA_ITERATION_MARKER, kString, "", "",                                                                    \
     "Name of an NVTX range (nvtxRangePushA) that starts each training iteration; empty: iterations are "        \
     "detected from the repeating launch sequence (karma_iteration_begin() also marks them).")                   \

@@ -28,6 +28,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
   c.capacity = env.capacity(EnvVar::KARMA_CAPACITY);
   c.trace_dir = env.text(EnvVar::KARMA_TRACE_DIR);
   c.plan_path = env.text(EnvVar::KARMA_PLAN);
+  c.ilp = env.text(EnvVar::KARMA_SOLVER) != "heuristic";
   c.iteration_marker = env.text(EnvVar::KARMA_ITERATION_MARKER);
   const int64_t warmup = env.integer(EnvVar::KARMA_WARMUP_ITERATIONS);
   if (warmup < 0 || warmup > 1000000) {

@@ -19,6 +19,7 @@ struct SessionConfig {
   Capacity capacity;
   std::string trace_dir = "karma-traces";
   std::string plan_path;
+  bool ilp = true;  // KARMA_SOLVER=ilp: improve the heuristic plan with Planner II
   std::string iteration_marker;  // NVTX range name; empty: automatic detection
   uint32_t warmup_iterations = 1;
   uint64_t arena_segment_bytes = 256ull << 20;

@@ -12,6 +12,7 @@
 #include "runtime/common/log.h"
 #include "runtime/session/arena.h"
 #include "runtime/trace/analysis.h"
+#include "solver/planner.h"
 
 namespace karma::rt {
 
@@ -88,7 +89,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
-  if (!out.path.empty() && ::access(out.path.c_str(), R_OK) == 0) {
+  if (!req.ilp && !out.path.empty() && ::access(out.path.c_str(), R_OK) == 0) {
     auto cached = policy::ReadPlanFile(out.path);
     if (cached.ok() && cached->fingerprint == out.key && policy::CheckPlanShape(*cached, planning).ok()) {
       out.plan = std::move(cached).value();
@@ -107,13 +108,22 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
     }
     in.access.recomputable[i] = in.access.recomputable[i] && can[i] && !excluded;
   }
-  policy::Evaluation e = policy::Evaluate("karma", in);
+  policy::Evaluation e;
+  if (req.ilp) {
+    solver::SolverOptions options;
+    options.progress = nullptr;  // the application's stderr is not the planner's
+    options.cancel = req.cancel;
+    e = solver::Evaluate("karma", in, {}, options);
+  } else {
+    e = policy::Evaluate("karma", in);
+  }
   if (!e.feasible) return Infeasible(e.reason);
   out.plan = std::move(e.plan);
   out.plan.fingerprint = out.key;
   out.plan.profile = req.profile.name;
   out.plan.capacity_bytes = req.capacity;
   out.simulated_s = e.sim.iteration_s;
+  if (req.ilp && req.improve_on_s > 0 && !(out.simulated_s < req.improve_on_s)) out.path.clear();
   if (!out.path.empty()) {
     Status st = policy::WritePlanFile(out.path, out.plan);
     if (!st.ok()) {

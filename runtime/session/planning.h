@@ -2,6 +2,7 @@
 // planner, and the plan files a later run with the same inputs reuses.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,12 @@ struct PlanRequest {
   uint64_t capacity = 0;          // KARMA_CAPACITY resolved: device bytes for tensors
   std::string cache_dir;          // KARMA_TRACE_DIR; empty: no plan file
   std::vector<bool> no_recompute;  // per op: a recompute candidate that failed its validation (may be empty)
+  // Planner II (solver::PlanKarma: GLPK, warm-started from the heuristic plan) instead of Planner I's search. It
+  // improves on a plan already made: no plan file is read, and the file is written only when the plan simulates
+  // faster than `improve_on_s` (0: always).
+  bool ilp = false;
+  double improve_on_s = 0;
+  const std::atomic<bool>* cancel = nullptr;  // set when the process exits: Planner II stops early
 };
 
 struct PlanOutcome {
@@ -49,7 +56,7 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
                     const std::vector<bool>& no_recompute);
 
 // Plans with KARMA's planner, or reuses CACHE_DIR/<key>.plan.json when it exists and was made for the same key;
-// writes that file otherwise. A plan that fits in core has no actions.
+// writes that file otherwise (with `ilp`, see PlanRequest). A plan that fits in core has no actions.
 Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& request);
 
 }  // namespace karma::rt

@@ -153,7 +153,10 @@ const CudaApi& Session::ApiFor(CudaLib lib) {
   return api_;
 }
 
-Session::~Session() { worker_.Drain(); }
+Session::~Session() {
+  stop_planning_.store(true);
+  worker_.Drain();
+}
 
 void Session::SetState(live::State s) { stats_->state.store(static_cast<uint32_t>(s), std::memory_order_relaxed); }
 
@@ -777,8 +780,26 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     EnsureDeviceInfo();
     const policy::HwProfile& profile = ProfileForDevice(DeviceName());
     const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
-    policy::Plan plan;
-    std::string path;
+    // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
+    auto install = [&](const policy::Plan& plan, const std::string& path) -> Status {
+      auto program = CompileProgram(*rec, plan);
+      KARMA_RETURN_IF_ERROR(program.status());
+      {
+        std::lock_guard<std::mutex> lock(trace_mu_);
+        plan_path_ = path;
+        plan_error_.clear();
+      }
+      int device = 0;
+      if (api_.cudaGetDevice != nullptr) {
+        LastErrorScope errors(api_);
+        if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
+      }
+      const uint64_t base = marker_mode_ ? op_counter_.load(std::memory_order_relaxed)
+                                         : counted_boundary_.load(std::memory_order_relaxed) - period;
+      executor_.Install(std::move(program).value(), base, device);
+      SetState(live::State::kReplaying);
+      return Status::Ok();
+    };
     if (config_.mode == Mode::kReplay) {
       auto read = policy::ReadPlanFile(config_.plan_path);
       if (!read.ok()) {
@@ -791,49 +812,49 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
                          "device profile or capacity)", config_.plan_path, read->fingerprint, key));
         return;
       }
-      plan = std::move(read).value();
-      path = config_.plan_path;
-    } else {
-      PlanRequest req;
-      req.recorded = rec.get();
-      req.profile = profile;
-      req.capacity = capacity;
-      req.cache_dir = config_.trace_dir;
-      req.no_recompute = no_recompute;
-      auto outcome = MakeRuntimePlan(req);
-      if (!outcome.ok()) {
-        fail(outcome.status().message());
-        return;
-      }
-      plan = std::move(outcome->plan);
-      path = outcome->path;
-      if (outcome->reused) {
-        KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", path);
-      } else {
-        KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", profile.name,
-                  FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, plan.note,
-                  path.empty() ? "not saved" : path);
-      }
-    }
-    auto program = CompileProgram(*rec, plan);
-    if (!program.ok()) {
-      fail(program.status().message());
+      if (Status st = install(*read, config_.plan_path); !st.ok()) fail(st.message());
       return;
     }
-    {
-      std::lock_guard<std::mutex> lock(trace_mu_);
-      plan_path_ = path;
-      plan_error_.clear();
+    PlanRequest req;
+    req.recorded = rec.get();
+    req.profile = profile;
+    req.capacity = capacity;
+    req.cache_dir = config_.trace_dir;
+    req.no_recompute = no_recompute;
+    req.cancel = &stop_planning_;
+    auto outcome = MakeRuntimePlan(req);
+    if (!outcome.ok()) {
+      fail(outcome.status().message());
+      return;
     }
-    int device = 0;
-    if (api_.cudaGetDevice != nullptr) {
-      LastErrorScope errors(api_);
-      if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
+    if (outcome->reused) {
+      KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
+    } else {
+      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", profile.name,
+                FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
+                outcome->path.empty() ? "not saved" : outcome->path);
     }
-    const uint64_t base = marker_mode_ ? op_counter_.load(std::memory_order_relaxed)
-                                       : counted_boundary_.load(std::memory_order_relaxed) - period;
-    executor_.Install(std::move(program).value(), base, device);
-    SetState(live::State::kReplaying);
+    if (Status st = install(outcome->plan, outcome->path); !st.ok()) {
+      fail(st.message());
+      return;
+    }
+    // Planner II improves on the plan now running, off the application's threads; a saved plan already had it. A
+    // new plan costs an iteration that validates its recomputes again: it must be clearly faster.
+    if (!config_.ilp || outcome->reused || outcome->plan.actions.empty()) return;
+    constexpr double kClearlyFaster = 0.95;
+    req.ilp = true;
+    req.improve_on_s = kClearlyFaster * outcome->simulated_s;
+    auto better = MakeRuntimePlan(req);
+    if (!better.ok() || !(better->simulated_s < req.improve_on_s)) {
+      KARMA_LOG(kInfo, "planner II found no plan 5% faster{}", better.ok() ? "" : ": " + better.status().message());
+      return;
+    }
+    if (Status st = install(better->plan, better->path); !st.ok()) {
+      KARMA_LOG(kWarn, "planner II's plan cannot be replayed ({}); the first plan stays", st.message());
+      return;
+    }
+    KARMA_LOG(kInfo, "planner II: {:.2f} ms simulated ({}) replaces the first plan from the next iteration; plan {}",
+              better->simulated_s * 1e3, better->plan.note, better->path.empty() ? "not saved" : better->path);
   } catch (const std::exception& e) {
     fail(std::string("internal error while planning: ") + e.what());
   } catch (...) {
@@ -1011,6 +1032,7 @@ void Session::Shutdown() noexcept {
         AbortRecordingLocked("the process exited during the recorded iteration");
       }
     }
+    stop_planning_.store(true);
     worker_.Drain();
     executor_.Flush();
     if (GetLogLevel() >= LogLevel::kWarn) LogMessage(LogLevel::kInfo, SummaryLine());

@@ -29,13 +29,15 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.warmup_iterations, 1u);
   EXPECT_EQ(c.arena_segment_bytes, 256ull << 20);
   EXPECT_TRUE(c.live_view);
+  EXPECT_TRUE(c.ilp);
   EXPECT_TRUE(c.problems.empty());
 }
 
 TEST(ConfigTest, ValuesAreTaken) {
   const SessionConfig c = From({{"KARMA_MODE", "record"}, {"KARMA_CAPACITY", "3GiB"}, {"KARMA_TRACE_DIR", "/tmp/t"},
                                 {"KARMA_ITERATION_MARKER", "step"}, {"KARMA_WARMUP_ITERATIONS", "3"},
-                                {"KARMA_ARENA_SEGMENT", "64MiB"}, {"KARMA_LIVE", "0"}, {"KARMA_LOG", "debug"}});
+                                {"KARMA_ARENA_SEGMENT", "64MiB"}, {"KARMA_LIVE", "0"}, {"KARMA_LOG", "debug"},
+                                {"KARMA_SOLVER", "heuristic"}});
   EXPECT_EQ(c.mode, Mode::kRecord);
   EXPECT_EQ(c.capacity.bytes, 3ull << 30);
   EXPECT_EQ(c.trace_dir, "/tmp/t");
@@ -44,20 +46,23 @@ TEST(ConfigTest, ValuesAreTaken) {
   EXPECT_EQ(c.arena_segment_bytes, 64ull << 20);
   EXPECT_FALSE(c.live_view);
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_FALSE(c.ilp);
   EXPECT_TRUE(c.problems.empty());
 }
 
 TEST(ConfigTest, BadValuesFallBackWithAMessageNamingTheVariable) {
   const SessionConfig c = From({{"KARMA_MODE", "fast"}, {"KARMA_WARMUP_ITERATIONS", "-2"},
-                                {"KARMA_ARENA_SEGMENT", "1KiB"}, {"KARMA_CAPACITY", "lots"}, {"KARMA_TYPO", "1"}});
+                                {"KARMA_ARENA_SEGMENT", "1KiB"}, {"KARMA_CAPACITY", "lots"}, {"KARMA_TYPO", "1"},
+                                {"KARMA_SOLVER", "cplex"}});
   EXPECT_EQ(c.mode, Mode::kAuto);
   EXPECT_EQ(c.warmup_iterations, 1u);
   EXPECT_EQ(c.arena_segment_bytes, 2ull << 20);
-  ASSERT_EQ(c.problems.size(), 5u);
+  EXPECT_TRUE(c.ilp);
+  ASSERT_EQ(c.problems.size(), 6u);
   std::string all;
   for (const auto& p : c.problems) all += p + "\n";
   for (const char* name :
-       {"KARMA_MODE", "KARMA_WARMUP_ITERATIONS", "KARMA_ARENA_SEGMENT", "KARMA_CAPACITY", "KARMA_TYPO"}) {
+       {"KARMA_MODE", "KARMA_WARMUP_ITERATIONS", "KARMA_ARENA_SEGMENT", "KARMA_CAPACITY", "KARMA_TYPO", "KARMA_SOLVER"}) {
     EXPECT_NE(all.find(name), std::string::npos) << name;
   }
 }

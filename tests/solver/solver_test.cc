@@ -403,6 +403,20 @@ TEST(Planner, NoTimeForGlpkFallsBackToTheHeuristicPlan) {
   EXPECT_EQ(plan->actions.size(), heuristic->actions.size());
 }
 
+TEST(Planner, ACancelledPlanStopsAndKeepsTheHeuristicPlan) {
+  SmallGraph g;
+  const std::atomic<bool> cancel{true};
+  SolverOptions o = Quiet();
+  o.cancel = &cancel;
+  SolveReport r;
+  Result<policy::Plan> plan = PlanKarma(g.in, o, &r);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ExpectValidPlan(g.in, *plan);
+  EXPECT_EQ(r.solves, 0);
+  EXPECT_EQ(r.winner, "heuristic");
+  EXPECT_NE(r.fallback.find("untried"), std::string::npos) << r.fallback;
+}
+
 TEST(Planner, GlpkErrorsFallBackToTheHeuristicPlan) {
   SmallGraph g;
   SolverOptions o = Quiet();
