@@ -106,6 +106,8 @@ int MillisLeft(const MipOptions& opt, Clock::time_point start) {
 
 }  // namespace
 
+void FreeThreadSolverMemory() { glp_free_env(); }
+
 void PrintProgress(const MipProgress& p) {
   std::string incumbent = p.has_incumbent ? fmt::format("{:.6g}", p.incumbent) : "none";
   std::string gap = p.has_incumbent ? fmt::format(", gap {:.2f}%", 100 * p.gap) : "";

@@ -25,6 +25,10 @@ struct MipProgress {
   double best_bound = 0;  // bound of the best open subproblem
   double gap = 0;         // relative gap between them (GLPK's glp_ios_mip_gap)
 };
+// GLPK keeps an environment per thread that outlives every problem; this frees the calling thread's (no GLPK
+// problem of this thread may still exist). Threads that end before the process does call it after their solves.
+void FreeThreadSolverMemory();
+
 // The default reporter: one line on stderr.
 void PrintProgress(const MipProgress& p);
 

@@ -114,6 +114,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
     options.progress = nullptr;  // the application's stderr is not the planner's
     options.cancel = req.cancel;
     e = solver::Evaluate("karma", in, {}, options);
+    solver::FreeThreadSolverMemory();  // the worker thread's GLPK environment
   } else {
     e = policy::Evaluate("karma", in);
   }
