@@ -14,12 +14,6 @@ int64_t AnchorKey(int32_t after, const std::vector<uint32_t>& pos) {
   return after == kAtStart ? -1 : 2 * static_cast<int64_t>(pos[static_cast<size_t>(after)]) + 1;
 }
 
-// The first of the iteration's own ops at or after compute item k: the op an action after item k anchors to.
-uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
-  while (k < seq.size() && seq[k].action != trace::kNone) ++k;
-  return k < seq.size() ? seq[k].op : static_cast<uint32_t>(seq.back().op);
-}
-
 }  // namespace
 
 SequenceUses::SequenceUses(const SimInput& in, const std::vector<ComputeItem>& seq)
@@ -48,6 +42,16 @@ bool LiveAfter(const SimInput& in, const SequenceUses& uses, trace::BufferId b, 
     if (u.item > k) return !u.pure_write;
   }
   return false;
+}
+
+uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
+  while (k < seq.size() && seq[k].action != trace::kNone) ++k;
+  return k < seq.size() ? seq[k].op : static_cast<uint32_t>(seq.back().op);
+}
+
+uint32_t OwnOpBefore(const std::vector<ComputeItem>& seq, size_t k) {
+  while (k > 0 && seq[k - 1].action != trace::kNone) --k;
+  return k > 0 ? static_cast<uint32_t>(seq[k - 1].op) : trace::kNone;
 }
 
 std::vector<uint32_t> OpPositions(const std::vector<ComputeItem>& seq, size_t num_ops) {
@@ -280,16 +284,10 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
         in.kind = ActionKind::kSwapIn;
         in.buffer = id;
         in.block = g.e.block;
-        if (seq[next->item].action == trace::kNone) {
-          in.before = seq[next->item].op;
-        } else {
-          // Read first by a recompute item, which waits for no swap-in of its own: the copy back must be done
-          // before the application's op that precedes it; with no such op after the eviction, the buffer stays.
-          int64_t k = static_cast<int64_t>(next->item) - 1;
-          while (k >= 0 && seq[static_cast<size_t>(k)].action != trace::kNone) --k;
-          if (k < 0) continue;
-          in.before = seq[static_cast<size_t>(k)].op;
-        }
+        // Back before the item that reads it next; a recompute item waits for no swap-in of its own, so before the
+        // application's op that precedes it (with no such op after the eviction, the buffer stays).
+        in.before = seq[next->item].action == trace::kNone ? seq[next->item].op : OwnOpBefore(seq, next->item);
+        if (in.before == trace::kNone) continue;
         if (g.e.wait_before != trace::kNone && g.e.wait_before < in.before) in.before = g.e.wait_before;
         const int32_t latest = in.before == 0 ? kAtStart : static_cast<int32_t>(in.before) - 1;
         // Sent home by a paged op: it is gone when that op ends, so the copy back may start right then.

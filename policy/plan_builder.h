@@ -112,5 +112,10 @@ class PlanBuilder {
 
 // Positions of the iteration's own ops in a compute sequence.
 std::vector<uint32_t> OpPositions(const std::vector<ComputeItem>& seq, size_t num_ops);
+// The first of the iteration's own ops at or after compute item k (the last op when there is none): the op an
+// action after item k anchors to.
+uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k);
+// The last of the iteration's own ops before compute item k; kNone when there is none.
+uint32_t OwnOpBefore(const std::vector<ComputeItem>& seq, size_t k);
 
 }  // namespace karma::policy

@@ -14,11 +14,6 @@ namespace {
 // An op that does a layer's work; shorter ops are bookkeeping (counters, views, scalars).
 constexpr double kAnchorSeconds = 1e-6;
 
-uint32_t OwnOpAtOrAfter(const std::vector<ComputeItem>& seq, size_t k) {
-  while (k < seq.size() && seq[k].action != trace::kNone) ++k;
-  return k < seq.size() ? seq[k].op : seq.back().op;
-}
-
 // Range add and leftmost maximum over compute items (a segment tree with lazy additions): capacity-based eviction
 // asks for the item furthest above its limit after every gap it takes.
 class MaxTree {
