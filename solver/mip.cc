@@ -66,7 +66,7 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 void Callback(glp_tree* tree, void* info) {
   auto* ctx = static_cast<SearchContext*>(info);
-  if (ctx->options->cancel != nullptr && ctx->options->cancel->load(std::memory_order_relaxed)) {
+  if (Cancelled(ctx->options->cancel)) {
     glp_ios_terminate(tree);
     return;
   }
@@ -99,6 +99,7 @@ void Callback(glp_tree* tree, void* info) {
 
 // Milliseconds left of the limit, as GLPK's tm_lim wants them.
 int MillisLeft(const MipOptions& opt, Clock::time_point start) {
+  if (Cancelled(opt.cancel)) return 0;
   const double left = opt.time_limit_s - Since(start);
   if (left <= 0) return 0;
   return static_cast<int>(std::min(left * 1e3, static_cast<double>(INT_MAX - 1)));

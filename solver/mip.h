@@ -38,8 +38,11 @@ struct MipOptions {
   int lp_iteration_limit = 0;    // simplex iterations of the root LP relaxation; 0: unlimited
   double progress_after_s = 1;   // report progress once the solve has run this long, then every second
   std::function<void(const MipProgress&)> progress = PrintProgress;
-  const std::atomic<bool>* cancel = nullptr;  // once true, the search stops at its next node, as at the time limit
+  const std::atomic<bool>* cancel = nullptr;  // once true, no time is left: as at the time limit
 };
+inline bool Cancelled(const std::atomic<bool>* cancel) {
+  return cancel != nullptr && cancel->load(std::memory_order_relaxed);
+}
 
 enum class MipOutcome {
   kOptimal,     // within the gap

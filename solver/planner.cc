@@ -38,7 +38,6 @@ MipSolution Run(const MipModel& model, const SolverOptions& options, Clock::time
   mo.lp_iteration_limit = options.lp_iteration_limit;
   mo.progress = options.progress;
   mo.cancel = options.cancel;
-  if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) mo.time_limit_s = 0;
   MipSolution s = model.Solve(mo);
   r.solves++;
   r.glpk_s += s.seconds;
@@ -133,7 +132,7 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
     const policy::KarmaPlanOptions& lo = layer_options[li];
     for (uint32_t nblocks : policy::KarmaBlockCounts()) {
       const std::string what = fmt::format("{} blocks{}", nblocks, policy::DescribeLayerOptions(lo));
-      if (Clock::now() >= deadline || (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed))) {
+      if (Clock::now() >= deadline || Cancelled(options.cancel)) {
         ++skipped;
         continue;
       }
