@@ -846,7 +846,8 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     req.improve_on_s = kClearlyFaster * outcome->simulated_s;
     auto better = MakeRuntimePlan(req);
     if (!better.ok() || !(better->simulated_s < req.improve_on_s)) {
-      KARMA_LOG(kInfo, "planner II found no plan 5% faster{}", better.ok() ? "" : ": " + better.status().message());
+      KARMA_LOG(kInfo, "planner II found no plan {:.0f}% faster{}", 100 * (1 - kClearlyFaster),
+                better.ok() ? "" : ": " + better.status().message());
       return;
     }
     if (Status st = install(better->plan, better->path); !st.ok()) {
