@@ -6,8 +6,6 @@
 namespace karma::rt {
 namespace {
 
-constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 // Placements kept per iteration; past this (no iteration boundary seen) they are not remembered.
 constexpr size_t kMaxPlacements = 1u << 20;
 // How far back the same-stream reuse looks among a stream's pending blocks.

@@ -27,8 +27,10 @@ inline constexpr uint64_t kLargePage = 2ull << 20;   // large buffers: 2 MiB spa
 inline constexpr uint64_t kSmallLimit = 1ull << 20;  // up to this size, buffers are packed into 2 MiB slabs
 inline constexpr uint64_t kSmallAlign = 256;          // what cudaMalloc guarantees
 
+inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 // `bytes` (a size or an address) rounded up to whole 2 MiB pages.
-inline constexpr uint64_t PageUp(uint64_t bytes) { return (bytes + kLargePage - 1) / kLargePage * kLargePage; }
+inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kLargePage); }
 
 // Free address ranges: best fit (smallest range that fits, lowest address among equals); a freed range merges
 // with its neighbours of the same region only, so no block ever spans two separately allocated segments.

@@ -394,7 +394,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       case ReplayProgram::Move::kEvict: {
         // Only pages the buffer owns leave: a page shared with a neighbour (a small buffer in a slab, a tensor
         // inside a caching allocator's segment) would take the neighbour's bytes with it, and it would fault.
-        const uint64_t lo = PageUp(r.addr), hi = (r.addr + r.bytes) / kLargePage * kLargePage;
+        const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
         if (hi <= lo) break;
         out.push_back({lo, hi - lo});
         out_ids.push_back(it.buffer);
