@@ -189,6 +189,7 @@ void Executor::StartIterationLocked(uint64_t n) {
     checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
+    evicted_.clear();  // the previous program's buffers
     replayed_ = 0;
     peak_position_ = static_cast<uint32_t>(
         std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
@@ -207,6 +208,9 @@ void Executor::StartIterationLocked(uint64_t n) {
   if (!running_) return;
   const ReplayProgram& p = *prog_;
   prefetched_.assign(p.actions, nullptr);
+  // A dead value evicted at the end of the last iteration is repopulated in this one, after that write-back.
+  evicted_before_ = std::move(evicted_);
+  evicted_before_.resize(p.buffers.size(), nullptr);
   evicted_.assign(p.buffers.size(), nullptr);
   away_.assign(p.buffers.size(), 0);
   discarded_for_.assign(p.recomputes.size(), false);
@@ -238,7 +242,8 @@ void Executor::SetLaunch(uint32_t position, Relaunch launch) {
   fresh_[position] = true;
 }
 
-uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch) {
+uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands,
+                          bool* wants_launch) {
   *wants_launch = false;
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
@@ -260,6 +265,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
     if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
     IssueDeferredLocked(UINT32_MAX);
     for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
+    if (!prog.overwritten[pos].empty()) RepopulateLocked(pos, stream, operands);
     for (uint32_t a : prog.waits[pos]) {
       if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
       cudaEvent_t done = prefetched_[a];
@@ -440,6 +446,59 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     deferred_.push_back({k, anchor});
     IssueDeferredLocked(UINT32_MAX);
   }
+}
+
+void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands) {
+  LastErrorScope errors(api_);
+  // Everything the application ordered before the op (its stream's work and the events it waits on) is done
+  // before the pages change, and the write-backs of the evictions too: a discard racing any access to its range
+  // is undefined.
+  cudaEvent_t anchor = RecordLocked(stream);
+  if (anchor == nullptr || api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) {
+    errors.Failed();
+    return;
+  }
+  std::vector<Range> fresh, back;
+  for (trace::BufferId b : prog_->overwritten[pos]) {
+    // Evicted after its last use, at the end of the last iteration (or, after a divergence, not at all: then
+    // it is still on the device).
+    cudaEvent_t evicted = evicted_[b] != nullptr ? evicted_[b] : evicted_before_[b];
+    Range r;
+    if (evicted == nullptr || !Movable(b) || !MoveRangeLocked(b, &r)) continue;
+    // The pages its eviction moved (those it owns entirely).
+    const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
+    if (hi <= lo) continue;
+    if (api_.cudaStreamWaitEvent(aux_, evicted, 0) != cudaSuccess) errors.Failed();
+    // The call as made now, not as recorded, must set every byte of those pages.
+    bool covered = false;
+    for (const Operand& o : operands) {
+      covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= lo &&
+                            hi <= o.ptr + o.bytes);
+    }
+    (covered && api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr ? fresh : back).push_back({lo, hi - lo});
+    away_[b] = 0;
+  }
+  if (!fresh.empty()) {
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    for (const Range& r : fresh) {
+      ptrs.push_back(reinterpret_cast<void*>(r.addr));
+      sizes.push_back(r.bytes);
+    }
+    cudaMemLocation loc = Location(true, device_);
+    size_t first = 0;
+    if (api_.cudaMemDiscardAndPrefetchBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), &loc, &first, 1, 0, aux_) ==
+        cudaSuccess) {
+      for (const Range& r : fresh) stats_->discarded_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    } else {
+      errors.Failed();
+      back.insert(back.end(), fresh.begin(), fresh.end());
+    }
+  }
+  PrefetchLocked(back, aux_, true);
+  for (const Range& r : back) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+  cudaEvent_t done = RecordLocked(KeyOf(aux_));
+  if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
 }
 
 bool Executor::RoomLocked(uint32_t k) const {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,9 @@ class Executor {
   bool armed() const { return armed_.load(std::memory_order_relaxed); }
 
   // Before op number `n`'s real call; returns its position for After(), or kNoPosition when nothing is replayed.
+  // `operands`: the call's pointer operands whose direction the API states (library calls, copies, memsets).
   // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).
-  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch);
+  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands, bool* wants_launch);
   // This iteration's launch of the op at `position`: a recompute re-runs ops with the arguments of the current
   // iteration (random seeds and step counters change between iterations).
   void SetLaunch(uint32_t position, Relaunch launch);
@@ -113,6 +115,9 @@ class Executor {
   void IssueDeferredLocked(uint32_t needed_action);
   void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
+  // The program's dead values that the op at `pos` overwrites: discarded and populated on the device right
+  // before it (no transfer) where `operands` write all their pages, else brought back; the op waits either way.
+  void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
   // scratch address); false (missing_) when an input is gone.
   bool PlaceLocked(const ReplayProgram::Recompute& rc, std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
@@ -151,6 +156,7 @@ class Executor {
   std::vector<bool> alloc_freed_;
   std::vector<cudaEvent_t> prefetched_;  // per plan action: the swap-in's completion event, when issued
   std::vector<cudaEvent_t> evicted_;     // per buffer: its last eviction's completion event
+  std::vector<cudaEvent_t> evicted_before_;  // the same for the previous iteration (its events are not reused yet)
   std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
   std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
   uint32_t divergent_streak_ = 0;

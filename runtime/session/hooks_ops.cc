@@ -55,7 +55,7 @@ OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, boo
   d.stream = stream;
   // 2D copies skip the pitch padding: their extent is not width x height, so it is left unknown.
   const uint64_t extent = two_d ? 0 : bytes;
-  d.operands = {{AddressOf(src), Access::kRead, false, extent}, {AddressOf(dst), Access::kWrite, false, extent}};
+  d.operands = {{AddressOf(src), Access::kRead, false, extent}, {AddressOf(dst), Access::kWrite, false, extent, !two_d}};
   d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
   d.bytes = 2 * bytes;
   return d;
@@ -66,7 +66,7 @@ OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
   d.stream = stream;
-  d.operands = {{AddressOf(dst), Access::kWrite, false, two_d ? 0 : bytes}};
+  d.operands = {{AddressOf(dst), Access::kWrite, false, two_d ? 0 : bytes, !two_d}};
   d.shape = bytes;
   d.bytes = bytes;
   return d;

@@ -86,8 +86,9 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
                         extent(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, DataTypeBytes(a_type))});
   d.operands.push_back({AddressOf(B), Access::kRead, false,
                         extent(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, DataTypeBytes(b_type))});
+  const bool dense_c = g.ldc == g.m && (g.batch <= 1 || g.stride_c == static_cast<int64_t>(g.ldc) * g.n);
   d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false,
-                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type))});
+                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type)), beta_zero && dense_c});
   if (c.scalars_on_device) {
     d.operands.push_back({AddressOf(alpha), Access::kRead, false});
     d.operands.push_back({AddressOf(beta), Access::kRead, false});

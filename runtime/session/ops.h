@@ -19,6 +19,9 @@ struct Operand {
   Access access = Access::kTouch;
   bool workspace = false;  // scratch memory of a library call
   uint64_t bytes = 0;      // the exact extent from ptr when the API tells it (GEMM operands, copies); 0: unknown
+  // Writes: every byte of the extent gets a new value (a dense GEMM output with beta 0, a 1D copy or memset); a
+  // GEMM whose leading dimension exceeds its rows leaves the bytes between columns alone.
+  bool whole = false;
 };
 
 // How a kernel was launched, so that the executor can launch it again with the same arguments (recompute).

@@ -55,6 +55,19 @@ bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace
   return false;
 }
 
+// Whether `op` (as recorded) gives buffer `b` a new value without reading it through an operand whose extent the
+// API states: a library call, copy or memset (the executor checks the call's operands again before relying on it).
+bool OverwrittenBy(const trace::Op& op, const policy::OpAccess& a, trace::BufferId b) {
+  return op.kind != trace::OpKind::kKernel && Contains(a.writes, b) && !Contains(a.reads, b);
+}
+
+bool UsedByRecompute(const ReplayProgram& prog, trace::BufferId b) {
+  for (const ReplayProgram::Recompute& rc : prog.recomputes) {
+    if (Contains(rc.used, b)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan) {
@@ -71,6 +84,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   prog->waits.resize(n);
   prog->recompute_before.resize(n);
   prog->reads.resize(n);
+  prog->overwritten.resize(n);
   prog->in_recompute.assign(n, false);
   prog->actions = plan.actions.size();
   const policy::AccessModel acc = policy::BuildAccessModel(it);
@@ -246,22 +260,28 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         continue;
       }
       prog->after[last_live[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
+      prog->dead_evictions++;
+      const uint32_t before = first_use[id];
+      if (OverwrittenBy(it.ops[before], acc.ops[before], id) && !UsedByRecompute(*prog, id)) {
+        prog->overwritten[before].push_back(id);
+        prog->dead_overwritten++;
+        continue;
+      }
       // The next iteration's first use writes the buffer, but a write to a page on the host faults it back
       // (the driver cannot know the old bytes are dead): a prefetch brings it back a little earlier instead.
-      const uint32_t before = first_use[id];
       const uint32_t action = static_cast<uint32_t>(prog->actions++);
       prog->after[before > kDeadPrefetchLead ? before - kDeadPrefetchLead : 0].push_back(
           {ReplayProgram::Move::kPrefetch, id, action, UINT32_MAX});
       prog->waits[before].push_back(action);
-      prog->dead_evictions++;
     }
   }
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
   prog->summary = fmt::format("{} prefetches, {} evictions, {} discards ({} left to frees), {} recomputes of {} "
-                              "launches; dead values in memory the application keeps: {} evicted and brought back, "
-                              "{} left on the device", prefetches, evictions, discards, dropped,
-                              prog->recomputes.size(), kernels, prog->dead_evictions, prog->dead_kept);
+                              "launches; dead values in memory the application keeps: {} evicted ({} of them repopulated for an "
+                              "overwrite, the others brought back), {} left on the device", prefetches, evictions,
+                              discards, dropped, prog->recomputes.size(), kernels, prog->dead_evictions,
+                              prog->dead_overwritten, prog->dead_kept);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 

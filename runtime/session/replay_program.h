@@ -26,7 +26,10 @@ namespace karma::rt {
 //  - dead values in memory the application keeps (a caching allocator's segments, never freed inside the
 //    iteration): the plan counts them as gone after their last use; they stay on the device where the plan leaves
 //    room over their whole dead time, else they are evicted after their last use (never discarded: their extent
-//    is not known to be one tensor's) and prefetched shortly before the next iteration's first use, which waits.
+//    is not known to be one tensor's) and prefetched shortly before the next iteration's first use, which waits;
+//    when that use is a library call, copy or memset that overwrites the buffer without reading it, its pages are
+//    instead discarded and populated right before the call, with no transfer, once the call's own operands show
+//    that it writes every byte of them (`overwritten`).
 struct ReplayProgram {
   enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
   struct Item {
@@ -60,6 +63,8 @@ struct ReplayProgram {
   std::vector<std::vector<uint32_t>> recompute_before;  // per position: indices into recomputes
   std::vector<Recompute> recomputes;
   std::vector<std::vector<trace::BufferId>> reads;  // per position: buffers the op reads (demand paging if away)
+  // Per position: dead values evicted after their last use that the op, as recorded, overwrites without reading.
+  std::vector<std::vector<trace::BufferId>> overwritten;
   std::vector<Relaunch> relaunch;                 // per op, as recorded
   std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
@@ -67,6 +72,7 @@ struct ReplayProgram {
   size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)
   size_t dead_evictions = 0;                      // evictions of dead values the application does not free
   size_t dead_kept = 0;                           // dead values left on the device where the plan has room
+  size_t dead_overwritten = 0;                    // of dead_evictions: repopulated before an overwrite, not moved
   std::string summary;                            // counts, for the log
 };
 

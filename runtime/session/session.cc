@@ -547,7 +547,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     // Launches captured into a graph run later, unseen: nothing is replayed around them.
     if (n != kNoIndex && executor_.armed() && capture_depth_.load(std::memory_order_relaxed) == 0) {
       bool wants_launch = false;
-      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, &wants_launch);
+      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch);
       if (scope.position_ != Executor::kNoPosition) scope.session_ = this;
       if (wants_launch) {
         try {

@@ -85,8 +85,11 @@ skipnet_3 | skipnet_4) app_case skipnet_trainer "${case#skipnet_}" 2.6 ;;
 segments)
   # A caching allocator (the apps' default, like PyTorch's): its large segments are planned by page; only exact
   # pages (inside one cuBLAS operand) may be discarded and recomputed, the rest is only swapped, and dead values
-  # the allocator keeps are evicted or kept, never discarded. Results stay bit-identical and KARMA is at least
-  # 1.5x faster than managed memory alone (3.2x and 4.7x at 2x memory on 64 MiB, docs/runtime-e2e.md).
+  # the allocator keeps are evicted or kept, never discarded until a call that writes all of their pages comes
+  # (skipnet's GEMMs: repopulated without a transfer). Results stay bit-identical and KARMA is at least 1.5x
+  # faster than managed memory alone (3.2x and 5.0x at 2x memory on 64 MiB, docs/runtime-e2e.md); skipnet is
+  # within 1.5x of in core (1.45x), mlp_trainer not yet (1.63x, guarded at 1.7x).
+  declare -A max_incore=([mlp_trainer]=1.7 [skipnet_trainer]=1.5)
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc segments)
     run ref -- "$bin/$app" "${args[@]}"
@@ -99,6 +102,12 @@ segments)
     echo "$app segments: in-core $(last_ms ref) ms, karma $(last_ms karma) ms, um $(last_ms um) ms"
     ((speed)) || continue
     le 1.5 "$(ratio "$(last_ms um)" "$(last_ms karma)")" || fail "$app segments: karma not 1.5x faster than managed memory alone"
+    le "$(ratio "$(last_ms karma)" "$(last_ms ref)")" "${max_incore[$app]}" ||
+      fail "$app segments: karma is more than ${max_incore[$app]}x the in-core time"
+    if [[ $app == skipnet_trainer ]]; then
+      grep -q "^karma: mode auto.*discarded [1-9]" "$tmp/karma.err" ||
+        fail "skipnet segments: no dead value repopulated for an overwrite: $(grep '^karma: mode' "$tmp/karma.err")"
+    fi
   done
   ;;
 replay)

@@ -193,6 +193,45 @@ void FakeCuda::Launch(const void* func, uintptr_t stream) {
 FakeCuda& Fake() { return *g_fake; }
 void ResetFake() { *g_fake = FakeCuda(); }
 
+cudaError_t StreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  FAKE_LOCK;
+  FakeCuda& f = Fake();
+  *s = reinterpret_cast<cudaStream_t>(f.next_stream);
+  f.next_stream += 0x10;
+  return cudaSuccess;
+}
+cudaError_t StreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+  FAKE_LOCK;
+  return EventOf(e) == nullptr ? Fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+}
+void RecordMoves(const char* call, void** ptrs, size_t* sizes, size_t count, bool to_device) {
+  for (size_t i = 0; i < count; ++i) {
+    Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device});
+  }
+}
+cudaError_t MemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, unsigned int, cudaStream_t) {
+  FAKE_LOCK;
+  Fake().moves.push_back({"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice});
+  return cudaSuccess;
+}
+cudaError_t MemPrefetchBatchAsync(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locs, size_t*, size_t,
+                                  unsigned long long, cudaStream_t) {
+  FAKE_LOCK;
+  RecordMoves("prefetch", ptrs, sizes, count, locs[0].type == cudaMemLocationTypeDevice);
+  return cudaSuccess;
+}
+cudaError_t MemDiscardBatchAsync(void** ptrs, size_t* sizes, size_t count, unsigned long long, cudaStream_t) {
+  FAKE_LOCK;
+  RecordMoves("discard", ptrs, sizes, count, false);
+  return cudaSuccess;
+}
+cudaError_t MemDiscardAndPrefetchBatchAsync(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locs, size_t*,
+                                            size_t, unsigned long long, cudaStream_t) {
+  FAKE_LOCK;
+  RecordMoves("discard+prefetch", ptrs, sizes, count, locs[0].type == cudaMemLocationTypeDevice);
+  return cudaSuccess;
+}
+
 rt::CudaApi FakeApi() {
   rt::CudaApi api;
   api.cudaMallocManaged = &MallocManaged;
@@ -212,6 +251,17 @@ rt::CudaApi FakeApi() {
   api.cudaFuncGetName = &FuncGetName;
   api.cublasGetPointerMode_v2 = &GetPointerMode;
   api.cublasGetStream_v2 = &GetCublasStream;
+  return api;
+}
+
+rt::CudaApi FakeReplayApi() {
+  rt::CudaApi api = FakeApi();
+  api.cudaStreamCreateWithFlags = &StreamCreateWithFlags;
+  api.cudaStreamWaitEvent = &StreamWaitEvent;
+  api.cudaMemPrefetchAsync = &MemPrefetchAsync;
+  api.cudaMemPrefetchBatchAsync = &MemPrefetchBatchAsync;
+  api.cudaMemDiscardBatchAsync = &MemDiscardBatchAsync;
+  api.cudaMemDiscardAndPrefetchBatchAsync = &MemDiscardAndPrefetchBatchAsync;
   return api;
 }
 

@@ -55,6 +55,15 @@ struct FakeCuda {
   cudaError_t last_error = cudaSuccess;
   int device = 0;
 
+  // Managed-memory moves the executor asked for (FakeReplayApi), in call order.
+  struct Move {
+    std::string call;  // "prefetch", "discard" or "discard+prefetch"
+    uint64_t addr = 0, bytes = 0;
+    bool to_device = false;
+  };
+  std::vector<Move> moves;
+  uintptr_t next_stream = 0x5000;
+
   // Marks all work submitted so far as done.
   void CompleteAll();
   void Complete(uintptr_t stream);
@@ -66,6 +75,8 @@ struct FakeCuda {
 FakeCuda& Fake();
 void ResetFake();
 rt::CudaApi FakeApi();
+// FakeApi plus what the executor needs to replay: stream creation, stream waits and managed-memory moves.
+rt::CudaApi FakeReplayApi();
 
 // Fake "real" functions for the hooks' real-function parameter.
 cudaError_t FakeRealMalloc(void** p, size_t size);

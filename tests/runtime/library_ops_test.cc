@@ -33,6 +33,34 @@ TEST(LibraryOpsTest, GemmWithZeroBetaOnlyWritesC) {
   EXPECT_STREQ(d.dtype, "float32");
 }
 
+const Operand& OperandOf(const OpDesc& d, const void* p) {
+  for (const Operand& o : d.operands) {
+    if (o.ptr == reinterpret_cast<uint64_t>(p)) return o;
+  }
+  ADD_FAILURE() << "no operand " << p;
+  return d.operands.front();
+}
+
+// C is written whole (every byte of its extent) only when dense: ldc == m, and a strided batch packs its matrices
+// back to back. Otherwise the bytes between columns or matrices keep what they held.
+TEST(LibraryOpsTest, GemmWritesItsWholeExtentOnlyWhenCIsDense) {
+  const float alpha = 1, zero = 0, one = 1;
+  auto c_of = [&](GemmShape g, const float* beta) {
+    return OperandOf(GemmOp("sgemm", g, GemmContext{}, A, B, C, &alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F), C);
+  };
+  const Operand dense = c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, &zero);
+  EXPECT_TRUE(dense.whole);
+  EXPECT_EQ(dense.bytes, 4u * 64 * 32);
+  EXPECT_FALSE(c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, &one).whole);  // accumulates
+  const Operand padded = c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 80}, &zero);
+  EXPECT_FALSE(padded.whole);
+  EXPECT_EQ(padded.bytes, 4u * (80 * 31 + 64));
+  EXPECT_TRUE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 64}, &zero).whole);
+  EXPECT_FALSE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 100}, &zero).whole);  // gaps between
+  EXPECT_FALSE(OperandOf(GemmOp("sgemm", GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, GemmContext{}, A, B, C,
+                                &alpha, &zero, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F), A).whole);  // read
+}
+
 TEST(LibraryOpsTest, GemmThatAccumulatesReadsAndWritesC) {
   const float alpha = 1, beta = 1;
   GemmShape g{8, 8, 8, 4, false, false, 8, 8, 8};

@@ -173,6 +173,15 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
   for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
 }
 
+// An empty karma plan over managed memory with `capacity` bytes.
+policy::Plan ManagedPlan(uint64_t capacity) {
+  policy::Plan plan;
+  plan.strategy = "karma";
+  plan.managed_memory = true;
+  plan.capacity_bytes = capacity;
+  return plan;
+}
+
 // FiveOps in memory the application allocated before the iteration and keeps (a caching allocator's segment),
 // with extents not known exactly.
 RecordedIteration FiveOpsInKeptMemory() {
@@ -190,10 +199,7 @@ RecordedIteration FiveOpsInKeptMemory() {
 // and brings it back shortly before the next iteration's first use, which waits for it.
 TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBackBeforeItsNextWrite) {
   const RecordedIteration rec = FiveOpsInKeptMemory();
-  policy::Plan plan;
-  plan.strategy = "karma";
-  plan.managed_memory = true;
-  plan.capacity_bytes = 4u << 20;  // no room to leave a dead value on the device
+  const policy::Plan plan = ManagedPlan(4u << 20);  // no room to leave a dead value on the device
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   const ReplayProgram& p = **prog;
@@ -203,6 +209,7 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
   EXPECT_TRUE(p.waits[0].empty());
   EXPECT_EQ(p.waits[1].size(), 1u);
   EXPECT_EQ(p.dead_evictions, 1u);
+  EXPECT_EQ(p.dead_overwritten, 0u);  // a kernel writes it: its extent is not stated
   // Buffer 0: first used by op 0, last by op 4: dead while no op runs, so it stays.
   EXPECT_EQ(p.dead_kept, 1u);
   for (const auto& items : p.after) {
@@ -211,13 +218,28 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
   for (const ReplayProgram::Item& it : p.after[5]) EXPECT_NE(it.move, ReplayProgram::Move::kDiscard);
 }
 
+// When the next iteration's first use of such a value is a library call (or copy, memset) that overwrites it
+// without reading it, nothing brings the dead bytes back: the executor repopulates its pages right before that call
+// (once the call's operands confirm it writes all of them), and no prefetch is planned for it.
+TEST(CompileProgram, DeadValueALibraryCallOverwritesIsRepopulatedBeforeItNotBroughtBack) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  rec.it.ops[1].kind = trace::OpKind::kLibrary;  // writes buffer 1 without reading it
+  const policy::Plan plan = ManagedPlan(4u << 20);
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const ReplayProgram& p = **prog;
+  EXPECT_EQ(MoveOf(p, 5, 1), ReplayProgram::Move::kEvict);
+  EXPECT_TRUE(p.after[0].empty());
+  for (const auto& waits : p.waits) EXPECT_TRUE(waits.empty());
+  EXPECT_EQ(p.overwritten[1], (std::vector<trace::BufferId>{1}));
+  EXPECT_EQ(p.dead_evictions, 1u);
+  EXPECT_EQ(p.dead_overwritten, 1u);
+}
+
 // Where the plan leaves room on the device over the whole time a value is dead, it stays there.
 TEST(CompileProgram, DeadValueStaysWhereThePlanHasRoom) {
   const RecordedIteration rec = FiveOpsInKeptMemory();
-  policy::Plan plan;
-  plan.strategy = "karma";
-  plan.managed_memory = true;
-  plan.capacity_bytes = 64u << 20;
+  const policy::Plan plan = ManagedPlan(64u << 20);
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   EXPECT_EQ((*prog)->dead_evictions, 0u);
