@@ -345,20 +345,27 @@ bool Executor::Movable(trace::BufferId b) const {
   return o == Origin::kArena || o == Origin::kAppManaged;
 }
 
+Executor::Batch::Batch(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges) {
+    ptrs.push_back(reinterpret_cast<void*>(r.addr));
+    sizes.push_back(r.bytes);
+  }
+}
+
+Executor::Range Executor::OwnedPages(const Range& r) {
+  const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
+  return hi > lo ? Range{lo, hi - lo} : Range{lo, 0};
+}
+
 void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
   if (ranges.empty()) return;
   LastErrorScope errors(api_);
   cudaMemLocation loc = Location(to_device, device_);
   // The batch call refuses the legacy default stream.
   if (ranges.size() > 1 && api_.cudaMemPrefetchBatchAsync != nullptr && s != nullptr && s != cudaStreamLegacy) {
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
-    for (const Range& r : ranges) {
-      ptrs.push_back(reinterpret_cast<void*>(r.addr));
-      sizes.push_back(r.bytes);
-    }
+    Batch b(ranges);
     size_t first = 0;
-    if (api_.cudaMemPrefetchBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), &loc, &first, 1, 0, s) ==
+    if (api_.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==
         cudaSuccess) {
       return;
     }
@@ -400,9 +407,9 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       case ReplayProgram::Move::kEvict: {
         // Only pages the buffer owns leave: a page shared with a neighbour (a small buffer in a slab, a tensor
         // inside a caching allocator's segment) would take the neighbour's bytes with it, and it would fault.
-        const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
-        if (hi <= lo) break;
-        out.push_back({lo, hi - lo});
+        const Range owned = OwnedPages(r);
+        if (owned.bytes == 0) break;
+        out.push_back(owned);
         out_ids.push_back(it.buffer);
         break;
       }
@@ -425,13 +432,8 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   }
   if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
-    for (const Range& r : drop) {
-      ptrs.push_back(reinterpret_cast<void*>(r.addr));
-      sizes.push_back(r.bytes);
-    }
-    if (api_.cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), 0, aux_) != cudaSuccess) {
+    Batch b(drop);
+    if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
       errors.Failed();
     }
     // Nothing later on the application's stream may run before the discard has happened.
@@ -465,30 +467,24 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
     cudaEvent_t evicted = evicted_[b] != nullptr ? evicted_[b] : evicted_before_[b];
     Range r;
     if (evicted == nullptr || !Movable(b) || !MoveRangeLocked(b, &r)) continue;
-    // The pages its eviction moved (those it owns entirely).
-    const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
-    if (hi <= lo) continue;
+    const Range owned = OwnedPages(r);  // what its eviction moved
+    if (owned.bytes == 0) continue;
     if (api_.cudaStreamWaitEvent(aux_, evicted, 0) != cudaSuccess) errors.Failed();
     // The call as made now, not as recorded, must set every byte of those pages.
     bool covered = false;
     for (const Operand& o : operands) {
-      covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= lo &&
-                            hi <= o.ptr + o.bytes);
+      covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= owned.addr &&
+                            owned.addr + owned.bytes <= o.ptr + o.bytes);
     }
-    (covered && api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr ? fresh : back).push_back({lo, hi - lo});
+    (covered && api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr ? fresh : back).push_back(owned);
     away_[b] = 0;
   }
   if (!fresh.empty()) {
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
-    for (const Range& r : fresh) {
-      ptrs.push_back(reinterpret_cast<void*>(r.addr));
-      sizes.push_back(r.bytes);
-    }
+    Batch b(fresh);
     cudaMemLocation loc = Location(true, device_);
     size_t first = 0;
-    if (api_.cudaMemDiscardAndPrefetchBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), &loc, &first, 1, 0, aux_) ==
-        cudaSuccess) {
+    if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0,
+                                                 aux_) == cudaSuccess) {
       for (const Range& r : fresh) stats_->discarded_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     } else {
       errors.Failed();
@@ -680,15 +676,15 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
     // The scratch outputs are dead once the launches have run.
     LastErrorScope errors(api_);
     cudaEvent_t after = RecordLocked(stream);
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
+    std::vector<Range> scratch;
     for (const auto& [b, at] : redirected) {
-      if (std::find(ptrs.begin(), ptrs.end(), reinterpret_cast<void*>(at)) != ptrs.end()) continue;
-      ptrs.push_back(reinterpret_cast<void*>(at));
-      sizes.push_back(PageUp(prog_->buffers[b].bytes));
+      if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
+      scratch.push_back({at, PageUp(prog_->buffers[b].bytes)});
     }
+    Batch batch(scratch);
     if (after == nullptr || api_.cudaStreamWaitEvent(aux_, after, 0) != cudaSuccess ||
-        api_.cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), 0, aux_) != cudaSuccess) {
+        api_.cudaMemDiscardBatchAsync(batch.ptrs.data(), batch.sizes.data(), batch.ptrs.size(), 0, aux_) !=
+            cudaSuccess) {
       errors.Failed();
     }
     cudaEvent_t done = RecordLocked(KeyOf(aux_));

@@ -92,6 +92,15 @@ class Executor {
   struct Range {
     uint64_t addr = 0, bytes = 0;
   };
+  // The pointer and size arrays of the batch calls (cudaMem*BatchAsync) for `ranges`.
+  struct Batch {
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    explicit Batch(const std::vector<Range>& ranges);
+  };
+  // The whole 2 MiB pages inside `r` (empty when it owns none): only those move without taking a neighbour's
+  // bytes along.
+  static Range OwnedPages(const Range& r);
 
   bool EnsureStreamsLocked();
   cudaEvent_t EventLocked();
