@@ -75,6 +75,11 @@ AccessModel BuildAccessModel(const trace::Iteration& it) {
   for (size_t b = 0; b < nb; ++b) {
     if (!m.persistent[b]) m.dead_at_wrap[b] = true;
   }
+  m.freed_before.assign(nb, trace::kNone);
+  for (const trace::Event& e : it.events) {
+    const bool free = e.kind == trace::EventKind::kFreeRequested || e.kind == trace::EventKind::kFreeCompleted;
+    if (free && e.buffer < nb) m.freed_before[e.buffer] = std::min(m.freed_before[e.buffer], e.before_op);
+  }
   return m;
 }
 

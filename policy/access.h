@@ -30,6 +30,12 @@ struct AccessModel {
   // Per buffer: the op that last wrote it in the forward phase (kNone: never), i.e. the value a recompute
   // of the forward pass rebuilds.
   std::vector<uint32_t> forward_writer;
+  // Per buffer: the op before which the application frees it (trace::kNone: not within the iteration). A
+  // recompute issued at or after that op cannot read it: the memory is no longer the application's.
+  std::vector<uint32_t> freed_before;
+  bool FreedBy(trace::BufferId b, uint32_t before) const {
+    return freed_before[b] != trace::kNone && freed_before[b] <= before;
+  }
 };
 
 // Effective accesses. A view op (aten::detach, view, t, ...) that names an existing buffer as written creates

@@ -59,6 +59,16 @@ class Replay {
   Status Bad(const std::string& m) const { return Internal(fmt::format("schedule check at t={:.6f}s: {}", now_, m)); }
   uint64_t Bytes(trace::BufferId b) const { return it_.buffers[b].bytes; }
 
+  // Whether an op of the recompute that runs item `c` writes `b` before `c` does.
+  bool RebuiltBefore(const ComputeItem& c, trace::BufferId b) const {
+    for (trace::OpId r : plan_.actions[c.action].ops) {
+      if (r == c.op) return false;
+      const auto& w = in_.access.ops[r].writes;
+      if (std::find(w.begin(), w.end(), b) != w.end()) return true;
+    }
+    return false;
+  }
+
   // The compute sequence, derived here from the plan without the simulator's helper.
   void BuildSequence() {
     std::unordered_map<uint32_t, std::vector<uint32_t>> recompute_before;
@@ -206,6 +216,10 @@ class Replay {
       const Buf& s = buf_[b];
       if (!s.on_device || s.arriving) return Bad(fmt::format("op {} reads buffer {}, not on the device", c.op, b));
       if (s.leaving) return Bad(fmt::format("op {} reads buffer {} after its swap-out was issued", c.op, b));
+      if (!own && in_.access.FreedBy(b, plan_.actions[c.action].before) && !RebuiltBefore(c, b)) {
+        return Bad(fmt::format("op {} (recomputed) reads buffer {}, which the application freed before op {}", c.op,
+                               b, in_.access.freed_before[b]));
+      }
       if (s.value != expect_[c.op][i]) {
         return Bad(fmt::format("op {}{} reads buffer {} holding the value written by {} instead of {}", c.op,
                                own ? "" : " (recomputed)", b, ValueName(s.value), ValueName(expect_[c.op][i])));

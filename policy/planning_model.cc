@@ -235,7 +235,9 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
       const trace::BufferId r = a.reads[i];
       const uint32_t rv = acc.read_from[v][i];
       const bool rebuilt_here = std::find(targets.begin(), targets.end(), r) != targets.end();
-      if (!rebuilt_here && (acc.persistent[r] || available[r]) && ValueBefore(m, r, before) == rv) continue;
+      // Memory the application has freed by then holds nothing to read: the value is rebuilt too (into scratch).
+      const bool there = (acc.persistent[r] || available[r]) && !acc.FreedBy(r, before);
+      if (!rebuilt_here && there && ValueBefore(m, r, before) == rv) continue;
       enqueue(r, rv);
     }
   }

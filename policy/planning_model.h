@@ -38,8 +38,9 @@ PlanningModel BuildPlanningModel(const SimInput& in);
 
 // The forward ops to re-run right before op `before` so that each target holds its forward value again,
 // in program order: from each target's writer back through the values it read, stopping at values that will be
-// on the device then (`available[b]`, and persistent buffers, which recompute never changes). Fails when a
-// needed value cannot be rebuilt (its writer is not recomputable) or has been changed since.
+// on the device then (`available[b]`, and persistent buffers, which recompute never changes) unless the
+// application has freed them by then (those are rebuilt too). Fails when a needed value cannot be rebuilt (its
+// writer is not recomputable) or has been changed since.
 Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const std::vector<trace::BufferId>& targets,
                                                   uint32_t before, const std::vector<bool>& available);
 double SecondsOf(const PlanningModel& m, const std::vector<trace::OpId>& ops);

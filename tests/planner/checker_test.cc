@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "policy/checker.h"
+#include "policy/planning_model.h"
 #include "policy/simulator.h"
 #include "tests/planner/planner_test_util.h"
 
@@ -100,6 +101,66 @@ TEST(Checker, CatchesARecomputeFromAChangedInput) {
   const Status st = CheckSchedule(in, plan, r);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("value written by op 2 instead of op 0"), std::string::npos) << st.message();
+}
+
+// z = f(x), and the application frees x soon after f: a recompute of f in the backward pass would read memory
+// that is no longer the application's (the runtime cannot run it). Nothing else distinguishes the plan.
+struct FreedInput {
+  trace::Iteration it;
+  trace::BufferId x, z;
+  FreedInput() {
+    x = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    z = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    AddTimedOp(it, Phase::kForward, {}, {x}, 10);   // 0
+    AddTimedOp(it, Phase::kForward, {x}, {z}, 10);  // 1
+    AddTimedOp(it, Phase::kForward, {}, {}, 10);    // 2
+    AddTimedOp(it, Phase::kForward, {}, {}, 10);    // 3
+    AddTimedOp(it, Phase::kBackward, {z}, {}, 10);  // 4
+    trace::Event free;
+    free.kind = trace::EventKind::kFreeRequested;
+    free.before_op = 3;
+    free.buffer = x;
+    it.events.push_back(free);
+  }
+};
+
+TEST(Checker, CatchesARecomputeFromMemoryTheApplicationFreed) {
+  FreedInput c;
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  EXPECT_EQ(in.access.freed_before[c.x], 3u);
+  EXPECT_EQ(in.access.freed_before[c.z], trace::kNone);
+  const Plan from_x = testing::PlanOf({testing::Discard(c.z, 1), testing::Recompute({1}, 4)});
+  const SimResult r = Simulate(in, from_x, {.record_events = true});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  const Status st = CheckSchedule(in, from_x, r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("reads buffer 0, which the application freed before op 3"), std::string::npos)
+      << st.message();
+  // Rebuilding x first (into memory of the recompute's own) is fine.
+  const Plan rebuilt = testing::PlanOf({testing::Discard(c.z, 1), testing::Recompute({0, 1}, 4)});
+  const SimResult r2 = Simulate(in, rebuilt, {.record_events = true});
+  ASSERT_TRUE(r2.feasible) << r2.reason;
+  const Status st2 = CheckSchedule(in, rebuilt, r2);
+  EXPECT_TRUE(st2.ok()) << st2.message();
+}
+
+TEST(Checker, ARecomputeChainRebuildsAnInputTheApplicationFreed) {
+  FreedInput c;
+  SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  const std::vector<bool> on_device(c.it.buffers.size(), true);
+  {
+    const PlanningModel m = BuildPlanningModel(in);
+    auto ops = ResolveRecompute(m, {c.z}, 4, on_device);
+    ASSERT_TRUE(ops.ok()) << ops.status().message();
+    EXPECT_EQ(*ops, (std::vector<trace::OpId>{0, 1}));
+    // Before the free, x is there to read.
+    auto early = ResolveRecompute(m, {c.z}, 2, on_device);
+    ASSERT_TRUE(early.ok()) << early.status().message();
+    EXPECT_EQ(*early, (std::vector<trace::OpId>{1}));
+  }
+  in.access.recomputable[0] = false;
+  const PlanningModel m = BuildPlanningModel(in);
+  EXPECT_FALSE(ResolveRecompute(m, {c.z}, 3, on_device).ok());  // from op 3 on, x is gone
 }
 
 TEST(Checker, RefusesAnInfeasibleOrEmptySimulation) {
