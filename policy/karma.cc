@@ -310,6 +310,63 @@ Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& bl
   return plan;
 }
 
+int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candidate& best,
+                    const std::function<bool()>& more) {
+  // One neighbour of the current plan: its blocks with one boundary moved to the next cut either way, or the
+  // ops of one of its recomputes barred from recompute.
+  struct Variant {
+    std::vector<Block> blocks;
+    std::vector<trace::OpId> bar;
+  };
+  const PlanningModel base = BuildPlanningModel(in);
+  const std::vector<uint32_t> cuts = BlockCuts(base);
+  std::vector<bool> barred(in.access.recomputable.size(), false);
+  int tried = 0;
+  for (bool improved = true; improved;) {
+    improved = false;
+    const Plan from = best.plan;
+    std::vector<Variant> variants;
+    for (const Action& a : from.actions) {
+      if (a.kind == ActionKind::kRecompute) variants.push_back({from.blocks, a.ops});
+    }
+    for (size_t i = 0; i + 1 < from.blocks.size(); ++i) {
+      const uint32_t at = from.blocks[i + 1].first_op;
+      const auto c = std::lower_bound(cuts.begin(), cuts.end(), at);
+      if (c == cuts.end() || *c != at) continue;
+      for (const uint32_t to : {c == cuts.begin() ? at : *(c - 1), c + 1 == cuts.end() ? at : *(c + 1)}) {
+        if (to <= from.blocks[i].first_op || to > from.blocks[i + 1].last_op) continue;
+        Variant v{from.blocks, {}};
+        v.blocks[i].last_op = to - 1;
+        v.blocks[i + 1].first_op = to;
+        variants.push_back(std::move(v));
+      }
+    }
+    for (const Variant& v : variants) {
+      if (!more()) return tried;
+      SimInput variant = in;
+      for (size_t op = 0; op < barred.size(); ++op) {
+        variant.access.recomputable[op] = in.access.recomputable[op] && !barred[op];
+      }
+      for (trace::OpId op : v.bar) variant.access.recomputable[op] = false;
+      const PlanningModel m = BuildPlanningModel(variant);
+      Result<Plan> p = BuildKarmaPlan(m, v.blocks, options);
+      ++tried;
+      if (!p.ok()) continue;
+      p->strategy = from.strategy;
+      p->note = from.note;
+      p->managed_memory = from.managed_memory;
+      const double before = best.sim.iteration_s;
+      KeepFaster(best, std::move(p).value(), in);
+      if (best.sim.iteration_s < before) {
+        for (trace::OpId op : v.bar) barred[op] = true;
+        improved = true;
+        break;
+      }
+    }
+  }
+  return tried;
+}
+
 // KARMA (Wahib et al., SC20): capacity-based swapping of blocks of layers (problem 1), with blocks whose
 // recompute costs less than their swap-in recomputed instead, interleaved with the swap-in of the blocks
 // before them (problem 2). Problem 1's block size and problem 2's threshold are searched, each candidate

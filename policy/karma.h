@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "policy/plan.h"
 #include "policy/planning_model.h"
+#include "policy/strategies.h"
 
 namespace karma::policy {
 
@@ -73,5 +75,11 @@ PlanBuilder KarmaBlockDecisions(const PlanningModel& m, std::vector<Block>& bloc
 // when they are evicted) what crosses into later blocks, and re-run their forward ops before their backward
 // pass. Whatever still does not fit is evicted capacity-based, persistent data last.
 Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& blocks, const KarmaPlanOptions& options);
+
+// Local search around a finished plan: the same blocks and options, with the ops of one of its recomputes barred
+// from recompute (the plan then swaps or keeps what that recompute rebuilt, or rebuilds it otherwise). Keeps a
+// faster plan and goes on from it while `more()` allows; returns how many plans it tried.
+int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candidate& best,
+                    const std::function<bool()>& more);
 
 }  // namespace karma::policy

@@ -76,6 +76,8 @@ nlohmann::json KarmaPlanningJson(const KarmaPlanning& k) {
                  {"glpk_s", r.glpk_s}, {"planning_s", r.planning_s},
                  {"heuristic_ms", r.heuristic_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.heuristic_s * 1e3)},
                  {"ilp_ms", r.ilp_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.ilp_s * 1e3)},
+                 {"neighbours", r.neighbours},
+                 {"polished_ms", r.polished_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.polished_s * 1e3)},
                  {"winner", r.winner}, {"fallback", r.fallback}, {"failures", r.failures}};
   return j;
 }
