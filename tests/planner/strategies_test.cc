@@ -75,6 +75,14 @@ TEST(Karma, MeetsTheTargetsOnTheSharedWorkloads) {
               s.speedup_over_best_old, s.slowdown_vs_incore_k2, s.karma_feasible, evals.size());
 }
 
+// The plan of blocks of ~1/32 of the saved data, recomputed where that beats their swap-in.
+Result<Plan> PlanOf32Blocks(const SimInput& in) {
+  const PlanningModel m = BuildPlanningModel(in);
+  std::vector<Block> blocks = SolveBlocking(m, {SavedBytes(m) / 32, 0, {}});
+  SelectRecompute(m, blocks, {1.0});
+  return BuildKarmaPlan(m, blocks, {});
+}
+
 // The iteration libkarma.so plans for skipnet_trainer at 256 MiB on a 64 MiB device (tests/data/traces): with
 // blocks of ~1/32 of the saved data, recomputed where that beats their swap-in, a block's recompute reads a skip
 // value that capacity-based eviction sent home, and the first thing to read it back is that recompute. Its
@@ -82,13 +90,11 @@ TEST(Karma, MeetsTheTargetsOnTheSharedWorkloads) {
 TEST(Karma, ARecomputeThatFirstReadsAnEvictedValueWaitsForItsCopyBack) {
   const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
   const SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));
-  const PlanningModel m = BuildPlanningModel(in);
-  std::vector<Block> blocks = SolveBlocking(m, {SavedBytes(m) / 32, 0, {}});
-  SelectRecompute(m, blocks, {1.0});
-  ASSERT_GT(std::count_if(blocks.begin(), blocks.end(), [](const Block& b) { return b.mode == BlockMode::kRecompute; }),
-            0);
-  Result<Plan> plan = BuildKarmaPlan(m, blocks, {});
+  Result<Plan> plan = PlanOf32Blocks(in);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_GT(std::count_if(plan->blocks.begin(), plan->blocks.end(),
+                          [](const Block& b) { return b.mode == BlockMode::kRecompute; }),
+            0);
   const SimResult sim = Simulate(in, *plan, {.record_events = true});
   ASSERT_TRUE(sim.feasible) << sim.reason;
   const Status st = CheckSchedule(in, *plan, sim);
@@ -100,10 +106,7 @@ TEST(Karma, ARecomputeThatFirstReadsAnEvictedValueWaitsForItsCopyBack) {
 TEST(Karma, PolishFindsAFasterNeighbourAndNeverASlowerOne) {
   const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
   const SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));
-  const PlanningModel m = BuildPlanningModel(in);
-  std::vector<Block> blocks = SolveBlocking(m, {SavedBytes(m) / 32, 0, {}});
-  SelectRecompute(m, blocks, {1.0});
-  Result<Plan> plan = BuildKarmaPlan(m, blocks, {});
+  Result<Plan> plan = PlanOf32Blocks(in);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   Candidate c;
   KeepFaster(c, *plan, in);
