@@ -138,6 +138,14 @@ paths = list(root.iter("{http://www.w3.org/2000/svg}path"))
 assert paths and len(paths[0].get("d")) > 1000, "no memory curve"
 print("ok   SVG has axes, phases, peak, capacity and the curve")
 PY
+    "$kt" memory "$data/traces/skipnet-256mib-planning.json" --svg "$work/s.svg" >/dev/null || fail "memory --svg, small"
+    python3 - "$work/s.svg" <<'PY' || fail "SVG of a small iteration"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+text = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+assert "live memory (MiB)" in text and "300" in text and "0.1" not in text, text
+print("ok   an iteration under 1 GiB is charted in MiB")
+PY
     "$kt" export "$data/workloads/resnet50-b128.json" --chrome "$work/t.json" >/dev/null || fail "export --chrome"
     python3 - "$work/t.json" <<'PY' || fail "Chrome trace content"
 import json, sys

@@ -22,6 +22,12 @@ std::string XmlEscape(const std::string& s) {
   return out;
 }
 
+MemoryUnit MemoryUnitFor(uint64_t max_bytes) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+  if (max_bytes >= kGiB) return {static_cast<double>(kGiB), "GiB", "%.1f"};
+  return {static_cast<double>(kMiB), "MiB", "%.0f"};
+}
+
 std::vector<double> NiceTicks(double lo, double hi, int count) {
   std::vector<double> ticks;
   if (!(hi > lo) || count < 1) return {lo};

@@ -1,6 +1,7 @@
 // A minimal SVG writer and chart axes for karma-trace's pictures (memory curve, plan timelines).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,14 @@ struct Axes {
   void Draw(Svg& svg, const std::string& xtitle, const std::string& ytitle, const char* xfmt,
             const char* yfmt) const;
 };
+
+// The unit a memory axis reads best in: GiB from 1 GiB up, MiB below (a 64 MiB device in GiB would label every
+// tick 0.0 or 0.1).
+struct MemoryUnit {
+  double bytes;
+  const char* name;
+  const char* tick_format;
+};
+MemoryUnit MemoryUnitFor(uint64_t max_bytes);
 
 }  // namespace karma::tools
