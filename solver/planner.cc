@@ -249,7 +249,10 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
     const bool taken = polished.sim.iteration_s <= kPolishGain * best.sim.iteration_s;
     KARMA_LOG(kInfo, "planner II: {} neighbours of the best plan tried, the fastest {:.2f} ms against {:.2f} ms{}",
               r.neighbours, polished.sim.iteration_s * 1e3, best.sim.iteration_s * 1e3, taken ? ": taken" : "");
-    if (taken) best = std::move(polished);
+    if (taken) {
+      best = std::move(polished);
+      best.plan.note += "; improved by local search";
+    }
   }
   const bool have_ilp = !best.plan.strategy.empty() && best.sim.feasible;
   if (have_ilp) r.ilp_s = best.sim.iteration_s;
