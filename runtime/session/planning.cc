@@ -12,6 +12,7 @@
 #include "runtime/common/log.h"
 #include "runtime/session/arena.h"
 #include "runtime/trace/analysis.h"
+#include "solver/plan_cache.h"
 #include "solver/planner.h"
 
 namespace karma::rt {
@@ -66,7 +67,9 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
                     const std::vector<bool>& no_recompute) {
   trace::Iteration shape = planning;
   for (trace::Op& op : shape.ops) op.duration_ns = 0;
-  std::string key = policy::Fingerprint(shape, profile.name, capacity);
+  // The planner's version is part of it: a plan an older planner made for the same inputs is made again.
+  std::string key =
+      policy::Fingerprint(shape, fmt::format("{} (planner {})", profile.name, solver::kPlannerVersion), capacity);
   // Ops excluded after a failed validation make a different plan for the same iteration.
   uint64_t h = 1469598103934665603ull;
   bool any = false;

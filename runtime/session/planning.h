@@ -51,7 +51,8 @@ trace::Iteration PlanningIteration(const trace::Iteration& it);
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
-// (they vary from run to run on a GPU), the profile and the capacity, plus the ops excluded from recompute.
+// (they vary from run to run on a GPU), the profile, the capacity and solver::kPlannerVersion, plus the ops
+// excluded from recompute.
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
                     const std::vector<bool>& no_recompute);
 

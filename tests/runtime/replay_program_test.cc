@@ -173,6 +173,18 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
   for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
 }
 
+// The plan cache key changes with what changes the plan: the inputs, the ops excluded from recompute, and the
+// planner's version (a plan an older planner made is not reused).
+TEST(PlanKey, NamesTheInputsTheExclusionsAndThePlannerVersion) {
+  const RecordedIteration rec = FiveOps(false);
+  const policy::HwProfile& hw = policy::DefaultProfile();
+  const std::string key = PlanKey(rec.it, hw, 1 << 20, {});
+  EXPECT_EQ(key, PlanKey(rec.it, hw, 1 << 20, {}));
+  EXPECT_NE(key, PlanKey(rec.it, hw, 2 << 20, {}));
+  EXPECT_NE(key, PlanKey(rec.it, hw, 1 << 20, {false, true}));
+  EXPECT_EQ(key.find(policy::Fingerprint(rec.it, hw.name, 1 << 20)), std::string::npos);
+}
+
 // An empty karma plan over managed memory with `capacity` bytes.
 policy::Plan ManagedPlan(uint64_t capacity) {
   policy::Plan plan;
