@@ -102,7 +102,7 @@ std::string SolveReport::Summary() const {
   if (ilp_s >= 0) s += fmt::format(", best ILP plan {:.1f} ms", ilp_s * 1e3);
   if (neighbours > 0) {
     s += fmt::format(" ({} neighbours tried, fastest {:.1f} ms{})", neighbours, polished_s * 1e3,
-                     polished_s == ilp_s ? ": taken" : "");
+                     polished_taken ? ": taken" : "");
   }
   if (!winner.empty()) s += fmt::format(": {} plan used", winner);
   if (!fallback.empty()) s += fmt::format(" (fallback: {})", fallback);
@@ -247,6 +247,7 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
     });
     r.polished_s = polished.sim.iteration_s;
     const bool taken = polished.sim.iteration_s <= kPolishGain * best.sim.iteration_s;
+    r.polished_taken = taken;
     KARMA_LOG(kInfo, "planner II: {} neighbours of the best plan tried, the fastest {:.2f} ms against {:.2f} ms{}",
               r.neighbours, polished.sim.iteration_s * 1e3, best.sim.iteration_s * 1e3, taken ? ": taken" : "");
     if (taken) {

@@ -41,7 +41,8 @@ struct SolveReport {
   double heuristic_s = -1;    // simulated iteration of the heuristic plan; -1: it has none
   double ilp_s = -1;          // of the fastest plan built from GLPK's solutions (or a neighbour of it); -1: none
   int neighbours = 0;         // plans the local search around the best ILP plan built and simulated
-  double polished_s = -1;     // the fastest of them; -1: none; taken when clearly faster (ilp_s is then it)
+  double polished_s = -1;     // the fastest of them; -1: none
+  bool polished_taken = false;  // it was clearly faster and replaced the grid's best (ilp_s is then it)
   std::string winner;         // "ilp" or "heuristic"
   std::string fallback;       // why the heuristic plan stands in when GLPK gave no usable solution
   std::vector<std::string> failures;  // each failed solve, with GLPK's reason

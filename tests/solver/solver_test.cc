@@ -387,6 +387,12 @@ TEST(Planner, SkipValuesInTheForwardPassAreOtherDataProblem1MayEvict) {
   ExpectValidPlan(in, *plan);
   EXPECT_EQ(r.winner, "ilp") << r.fallback;
   EXPECT_LT(r.ilp_s, 0.85 * r.heuristic_s) << "ILP " << r.ilp_s << " s, heuristic " << r.heuristic_s << " s";
+  // The local search ran around the best ILP plan; its best replaced it only if clearly faster.
+  EXPECT_GT(r.neighbours, 0);
+  if (r.polished_taken) EXPECT_DOUBLE_EQ(r.ilp_s, r.polished_s);
+  else EXPECT_GE(r.polished_s, 0.95 * r.ilp_s);
+  EXPECT_NE(r.Summary().find(" neighbours tried, fastest "), std::string::npos) << r.Summary();
+  EXPECT_EQ(r.Summary().find(": taken") != std::string::npos, r.polished_taken) << r.Summary();
 }
 
 TEST(Planner, NoTimeForGlpkFallsBackToTheHeuristicPlan) {

@@ -78,6 +78,7 @@ nlohmann::json KarmaPlanningJson(const KarmaPlanning& k) {
                  {"ilp_ms", r.ilp_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.ilp_s * 1e3)},
                  {"neighbours", r.neighbours},
                  {"polished_ms", r.polished_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.polished_s * 1e3)},
+                 {"polished_taken", r.polished_taken},
                  {"winner", r.winner}, {"fallback", r.fallback}, {"failures", r.failures}};
   return j;
 }
