@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "runtime/common/units.h"
+
 namespace karma::tools {
 
 std::string XmlEscape(const std::string& s) {
@@ -23,7 +25,6 @@ std::string XmlEscape(const std::string& s) {
 }
 
 MemoryUnit MemoryUnitFor(uint64_t max_bytes) {
-  constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
   if (max_bytes >= kGiB) return {static_cast<double>(kGiB), "GiB", "%.1f"};
   return {static_cast<double>(kMiB), "MiB", "%.0f"};
 }
