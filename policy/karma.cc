@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -318,13 +319,13 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
     std::vector<Block> blocks;
     std::vector<trace::OpId> bar;
   };
-  const PlanningModel base = BuildPlanningModel(in);
-  const std::vector<uint32_t> cuts = BlockCuts(base);
-  std::vector<bool> barred(in.access.recomputable.size(), false);
+  const std::vector<uint32_t> cuts = BlockCuts(BuildPlanningModel(in));
+  SimInput current = in;  // with the ops of the recomputes left out so far barred
   int tried = 0;
   for (bool improved = true; improved;) {
     improved = false;
     const Plan from = best.plan;
+    const PlanningModel m = BuildPlanningModel(current);
     std::vector<Variant> variants;
     for (const Action& a : from.actions) {
       if (a.kind == ActionKind::kRecompute) variants.push_back({from.blocks, a.ops});
@@ -343,22 +344,22 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
     }
     for (const Variant& v : variants) {
       if (!more()) return tried;
-      SimInput variant = in;
-      for (size_t op = 0; op < barred.size(); ++op) {
-        variant.access.recomputable[op] = in.access.recomputable[op] && !barred[op];
+      // A boundary move plans on the current model; a barred recompute on a copy with its ops barred too.
+      SimInput barred;
+      std::optional<PlanningModel> barred_m;
+      if (!v.bar.empty()) {
+        barred = current;
+        for (trace::OpId op : v.bar) barred.access.recomputable[op] = false;
+        barred_m = BuildPlanningModel(barred);
       }
-      for (trace::OpId op : v.bar) variant.access.recomputable[op] = false;
-      const PlanningModel m = BuildPlanningModel(variant);
-      Result<Plan> p = BuildKarmaPlan(m, v.blocks, options);
+      Result<Plan> p = BuildKarmaPlan(barred_m ? *barred_m : m, v.blocks, options);
       ++tried;
       if (!p.ok()) continue;
       p->strategy = from.strategy;
       p->note = from.note;
       p->managed_memory = from.managed_memory;
-      const double before = best.sim.iteration_s;
-      KeepFaster(best, std::move(p).value(), in);
-      if (best.sim.iteration_s < before) {
-        for (trace::OpId op : v.bar) barred[op] = true;
+      if (KeepFaster(best, std::move(p).value(), in)) {
+        for (trace::OpId op : v.bar) current.access.recomputable[op] = false;
         improved = true;
         break;
       }

@@ -92,12 +92,12 @@ bool Better(const SimResult& a, const SimResult& b) {
   return a.feasible && a.iteration_s < b.iteration_s;
 }
 
-void KeepFaster(Candidate& best, Plan plan, const SimInput& in) {
+bool KeepFaster(Candidate& best, Plan plan, const SimInput& in) {
   SimResult sim = Simulate(in, plan);
-  if (best.plan.strategy.empty() || Better(sim, best.sim)) {
-    best.plan = std::move(plan);
-    best.sim = std::move(sim);
-  }
+  if (!best.plan.strategy.empty() && !Better(sim, best.sim)) return false;
+  best.plan = std::move(plan);
+  best.sim = std::move(sim);
+  return true;
 }
 
 }  // namespace karma::policy

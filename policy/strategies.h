@@ -48,7 +48,8 @@ struct Candidate {
   Plan plan;
   SimResult sim;
 };
-void KeepFaster(Candidate& best, Plan plan, const SimInput& in);
+// Simulates `plan` and keeps it in `best` when better (or `best` is empty); returns whether it did.
+bool KeepFaster(Candidate& best, Plan plan, const SimInput& in);
 bool Better(const SimResult& a, const SimResult& b);  // feasible first, then faster
 
 }  // namespace karma::policy

@@ -72,10 +72,7 @@ Status Consider(const policy::PlanningModel& m, const std::vector<Block>& blocks
   plan.note = fmt::format("ILP: {} blocks ({} evicted, {} recomputed; problem 1 {}, problem 2 {}){}",
                           plan.blocks.size(), evicted, recomputed, Name(s1.outcome), Name(s2.outcome),
                           policy::DescribeLayerOptions(lo));
-  const bool first = best.plan.strategy.empty();
-  const double before = best.sim.iteration_s;
-  policy::KeepFaster(best, std::move(plan), *m.in);
-  if (first || best.sim.iteration_s != before) best_li = li;
+  if (policy::KeepFaster(best, std::move(plan), *m.in)) best_li = li;
   return Status::Ok();
 }
 
