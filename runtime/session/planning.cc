@@ -127,7 +127,8 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   out.plan.profile = req.profile.name;
   out.plan.capacity_bytes = req.capacity;
   out.simulated_s = e.sim.iteration_s;
-  if (req.ilp && req.improve_on_s > 0 && !(out.simulated_s < req.improve_on_s)) out.path.clear();
+  out.improves = !(req.ilp && req.improve_on_s > 0) || out.simulated_s < req.improve_on_s;
+  if (!out.improves) out.path.clear();
   if (!out.path.empty()) {
     Status st = policy::WritePlanFile(out.path, out.plan);
     if (!st.ok()) {

@@ -39,6 +39,7 @@ struct PlanOutcome {
   bool reused = false;   // read from an existing plan file
   double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
   double incore_s = 0;     // the iteration's own ops back to back
+  bool improves = true;    // false when the request's improve_on_s is set and this plan is not faster than it
 };
 
 // What the planner sees: the recorded iteration with every buffer of a 2 MiB page or more rounded up to whole

@@ -845,7 +845,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     req.ilp = true;
     req.improve_on_s = kClearlyFaster * outcome->simulated_s;
     auto better = MakeRuntimePlan(req);
-    if (!better.ok() || !(better->simulated_s < req.improve_on_s)) {
+    if (!better.ok() || !better->improves) {
       KARMA_LOG(kInfo, "planner II found no plan {:.0f}% faster{}", 100 * (1 - kClearlyFaster),
                 better.ok() ? "" : ": " + better.status().message());
       return;

@@ -1,7 +1,9 @@
 // Compiling plans for the executor: which plan discards become discards (poisoning managed memory) and which
-// become evictions; and the iteration the runtime plans on.
+// become evictions; the iteration the runtime plans on, its plan key, and the bar Planner II must beat.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "runtime/session/planning.h"
@@ -183,6 +185,33 @@ TEST(PlanKey, NamesTheInputsTheExclusionsAndThePlannerVersion) {
   EXPECT_NE(key, PlanKey(rec.it, hw, 2 << 20, {}));
   EXPECT_NE(key, PlanKey(rec.it, hw, 1 << 20, {false, true}));
   EXPECT_EQ(key.find(policy::Fingerprint(rec.it, hw.name, 1 << 20)), std::string::npos);
+}
+
+// Planner II improves on the plan already running: its outcome says whether it beat the bar it was given, and
+// only a plan that did is written to the cache directory.
+TEST(MakeRuntimePlan, PlannerIIsPlanIsSavedOnlyWhenFasterThanAsked) {
+  const RecordedIteration rec = FiveOps(false);
+  char dir[] = "/tmp/karma-plan-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  PlanRequest req;
+  req.recorded = &rec;
+  req.profile = policy::DefaultProfile();
+  req.capacity = 6u << 20;  // the two 4 MiB buffers do not fit together
+  req.cache_dir = dir;
+  auto first = MakeRuntimePlan(req);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(first->improves);
+  ASSERT_GT(first->simulated_s, 0);
+  req.ilp = true;
+  for (const double bar : {0.5, 2.0}) {
+    req.improve_on_s = bar * first->simulated_s;
+    auto better = MakeRuntimePlan(req);
+    ASSERT_TRUE(better.ok()) << better.status().message();
+    EXPECT_EQ(better->improves, better->simulated_s < req.improve_on_s) << bar;
+    EXPECT_EQ(better->improves, bar > 1) << bar;  // the same inputs plan no less than half as fast, nor slower
+    EXPECT_EQ(better->path.empty(), !better->improves) << bar;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // An empty karma plan over managed memory with `capacity` bytes.
