@@ -31,6 +31,12 @@ inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) /
 inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 // `bytes` (a size or an address) rounded up to whole 2 MiB pages.
 inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kLargePage); }
+// The bytes of the whole pages inside [addr, addr + bytes), which start at PageUp(addr): what moving that range
+// to the host moves without taking a neighbour's bytes along.
+inline constexpr uint64_t OwnedPageBytes(uint64_t addr, uint64_t bytes) {
+  const uint64_t lo = PageUp(addr), hi = AlignDown(addr + bytes, kLargePage);
+  return hi > lo ? hi - lo : 0;
+}
 
 // Free address ranges: best fit (smallest range that fits, lowest address among equals); a freed range merges
 // with its neighbours of the same region only, so no block ever spans two separately allocated segments.

@@ -353,8 +353,7 @@ Executor::Batch::Batch(const std::vector<Range>& ranges) {
 }
 
 Executor::Range Executor::OwnedPages(const Range& r) {
-  const uint64_t lo = PageUp(r.addr), hi = AlignDown(r.addr + r.bytes, kLargePage);
-  return hi > lo ? Range{lo, hi - lo} : Range{lo, 0};
+  return Range{PageUp(r.addr), OwnedPageBytes(r.addr, r.bytes)};
 }
 
 void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {

@@ -235,7 +235,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       const ReplayBuffer& rb = rec.buffers[b];
       // Only pages a buffer owns entirely leave the device (the executor's evictions): one that owns none (a small
       // buffer in a slab) would gain nothing, and its prefetch would queue its op behind the plan's prefetches.
-      const bool owns_page = PageUp(rb.address) + kLargePage <= rb.address + rb.bytes;
+      const bool owns_page = OwnedPageBytes(rb.address, rb.bytes) > 0;
       if (acc.persistent[b] || rb.allocated_inside || rb.origin != Origin::kArena || last_live[b] == trace::kNone ||
           moved_after_last[b] || !owns_page) {
         continue;

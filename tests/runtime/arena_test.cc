@@ -57,6 +57,15 @@ TEST(RangeAllocatorTest, AllocateAtTakesExactlyThatRange) {
   EXPECT_EQ(r.range_count(), 2u);
 }
 
+// A range's own pages: the whole 2 MiB pages inside it, none when it lies across a page boundary.
+TEST(OwnedPageBytesTest, CountsOnlyWholePagesInsideTheRange) {
+  EXPECT_EQ(OwnedPageBytes(0, 5 * kLargePage), 5 * kLargePage);
+  EXPECT_EQ(OwnedPageBytes(kLargePage / 2, 3 * kLargePage), 2 * kLargePage);  // half a page at each end
+  EXPECT_EQ(OwnedPageBytes(kLargePage, kLargePage - 1), 0u);
+  EXPECT_EQ(OwnedPageBytes(kLargePage - 1, kLargePage), 0u);  // one byte short of a page
+  EXPECT_EQ(OwnedPageBytes(kLargePage - 1, kLargePage + 1), kLargePage);
+}
+
 TEST_F(ArenaTest, LargeBuffersAreWholeAlignedPages) {
   const uint64_t a = Alloc(3 << 20);
   const uint64_t b = Alloc(kSmallLimit + 1);
