@@ -100,6 +100,11 @@ cudaEvent_t Executor::RecordLocked(StreamKey stream) {
   return e;
 }
 
+bool Executor::OrderLocked(StreamKey first, cudaStream_t then) {
+  cudaEvent_t e = RecordLocked(first);
+  return e != nullptr && api_.cudaStreamWaitEvent(then, e, 0) == cudaSuccess;
+}
+
 void Executor::SampleDeviceLocked() {
   size_t free = 0, total = 0;
   if (!RealMemGetInfo(api_, &free, &total)) return;
@@ -436,8 +441,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       errors.Failed();
     }
     // Nothing later on the application's stream may run before the discard has happened.
-    cudaEvent_t done = RecordLocked(KeyOf(aux_));
-    if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+    if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
     for (size_t i = 0; i < drop.size(); ++i) {
       away_[drop_ids[i]] = 1;
       stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
@@ -454,8 +458,7 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
   // Everything the application ordered before the op (its stream's work and the events it waits on) is done
   // before the pages change, and the write-backs of the evictions too: a discard racing any access to its range
   // is undefined.
-  cudaEvent_t anchor = RecordLocked(stream);
-  if (anchor == nullptr || api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) {
+  if (!OrderLocked(stream, aux_)) {
     errors.Failed();
     return;
   }
@@ -492,8 +495,7 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
   }
   PrefetchLocked(back, aux_, true);
   for (const Range& r : back) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-  cudaEvent_t done = RecordLocked(KeyOf(aux_));
-  if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+  if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
 }
 
 bool Executor::RoomLocked(uint32_t k) const {
@@ -674,20 +676,18 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     // The scratch outputs are dead once the launches have run.
     LastErrorScope errors(api_);
-    cudaEvent_t after = RecordLocked(stream);
     std::vector<Range> scratch;
     for (const auto& [b, at] : redirected) {
       if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
       scratch.push_back({at, PageUp(prog_->buffers[b].bytes)});
     }
     Batch batch(scratch);
-    if (after == nullptr || api_.cudaStreamWaitEvent(aux_, after, 0) != cudaSuccess ||
+    if (!OrderLocked(stream, aux_) ||
         api_.cudaMemDiscardBatchAsync(batch.ptrs.data(), batch.sizes.data(), batch.ptrs.size(), 0, aux_) !=
             cudaSuccess) {
       errors.Failed();
     }
-    cudaEvent_t done = RecordLocked(KeyOf(aux_));
-    if (done == nullptr || api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+    if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
   }
 }
 
@@ -831,16 +831,13 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   }
   LastErrorScope errors(api_);
   const StreamKey key = stream == kSyncStream ? 0 : stream;
-  cudaEvent_t freed = RecordLocked(key);
   void* ptr = reinterpret_cast<void*>(addr);
   size_t bytes = span;
-  if (freed == nullptr || api_.cudaStreamWaitEvent(aux_, freed, 0) != cudaSuccess ||
-      api_.cudaMemDiscardBatchAsync(&ptr, &bytes, 1, 0, aux_) != cudaSuccess) {
+  if (!OrderLocked(key, aux_) || api_.cudaMemDiscardBatchAsync(&ptr, &bytes, 1, 0, aux_) != cudaSuccess) {
     errors.Failed();
     return;
   }
-  cudaEvent_t done = RecordLocked(KeyOf(aux_));
-  if (done == nullptr || api_.cudaStreamWaitEvent(S(key), done, 0) != cudaSuccess) errors.Failed();
+  if (!OrderLocked(KeyOf(aux_), S(key))) errors.Failed();
 }
 
 void Executor::OnMarker(uint64_t next_op) {

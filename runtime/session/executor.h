@@ -105,6 +105,9 @@ class Executor {
   bool EnsureStreamsLocked();
   cudaEvent_t EventLocked();
   cudaEvent_t RecordLocked(StreamKey stream);
+  // Work given to `then` from now on runs after everything given to `first` so far (an event recorded on `first`,
+  // waited for by `then`); false when either call failed.
+  bool OrderLocked(StreamKey first, cudaStream_t then);
   static cudaStream_t S(StreamKey k);
   void StartIterationLocked(uint64_t n);
   void MeasureLocked(bool final);
