@@ -82,13 +82,21 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
     const uint64_t one = static_cast<uint64_t>(ld) * static_cast<uint64_t>(cols - 1) + static_cast<uint64_t>(rows);
     return (one + static_cast<uint64_t>(stride) * static_cast<uint64_t>(g.batch - 1)) * static_cast<uint64_t>(elem);
   };
+  // Dense: the matrices' elements fill the extent (ld equals the rows, a strided batch packs them back to back).
+  auto dense = [&](int rows, int cols, int ld, int64_t stride) {
+    return ld == rows && (g.batch <= 1 || stride == static_cast<int64_t>(ld) * cols);
+  };
+  const int a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+  const int b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
   d.operands.push_back({AddressOf(A), Access::kRead, false,
-                        extent(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, DataTypeBytes(a_type))});
+                        extent(a_rows, a_cols, g.lda, g.stride_a, DataTypeBytes(a_type)), false,
+                        !dense(a_rows, a_cols, g.lda, g.stride_a)});
   d.operands.push_back({AddressOf(B), Access::kRead, false,
-                        extent(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, DataTypeBytes(b_type))});
-  const bool dense_c = g.ldc == g.m && (g.batch <= 1 || g.stride_c == static_cast<int64_t>(g.ldc) * g.n);
+                        extent(b_rows, b_cols, g.ldb, g.stride_b, DataTypeBytes(b_type)), false,
+                        !dense(b_rows, b_cols, g.ldb, g.stride_b)});
+  const bool dense_c = dense(g.m, g.n, g.ldc, g.stride_c);
   d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false,
-                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type)), beta_zero && dense_c});
+                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type)), beta_zero && dense_c, !dense_c});
   if (c.scalars_on_device) {
     d.operands.push_back({AddressOf(alpha), Access::kRead, false});
     d.operands.push_back({AddressOf(beta), Access::kRead, false});

@@ -22,6 +22,9 @@ struct Operand {
   // Writes: every byte of the extent gets a new value (a dense GEMM output with beta 0, a 1D copy or memset); a
   // GEMM whose leading dimension exceeds its rows leaves the bytes between columns alone.
   bool whole = false;
+  // The extent has bytes the operand skips (a leading dimension above the rows, room between a batch's matrices):
+  // they may belong to another tensor, and a write leaves them as they were.
+  bool gaps = false;
 };
 
 // How a kernel was launched, so that the executor can launch it again with the same arguments (recompute).

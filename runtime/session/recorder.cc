@@ -209,7 +209,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     for (const RecordedUse& u : rec.ops[i].uses) {
       ForAtoms(splits.at(u.serial), u, [&](size_t k) {
         used.at(u.serial)[k] = true;
-        if (u.extent != 0) stated.at(u.serial)[k] = true;
+        if (u.extent != 0 && !u.gaps) stated.at(u.serial)[k] = true;
       });
     }
   }
@@ -276,11 +276,12 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     op.duration_ns = DurationNs(api, rop);
     ReleaseEvents(api, rop);
     // One entry per buffer: directions of repeated operands combine. A kernel's write of unknown extent may
-    // leave part of the buffer as it was: it also reads. A library call writes the whole tensor it names.
+    // leave part of the buffer as it was: it also reads, and so does a write that skips bytes of its extent. A
+    // library call writes the whole tensor it names.
     std::map<trace::BufferId, uint8_t> dirs;
     for (const RecordedUse& u : rop.uses) {
       uint8_t bits = static_cast<uint8_t>(u.access);
-      if (u.access == Access::kWrite && u.extent == 0 && rop.kind != trace::OpKind::kLibrary) {
+      if (u.access == Access::kWrite && (u.gaps || (u.extent == 0 && rop.kind != trace::OpKind::kLibrary))) {
         bits = static_cast<uint8_t>(Access::kReadWrite);
       }
       if (u.access == Access::kTouch && u.changed >= 0) {

@@ -31,6 +31,7 @@ struct RecordedUse {
   Access access = Access::kTouch;
   // Kernel arguments are probed in the profiling iteration: did the op change those bytes? (-1: not probed)
   int8_t changed = -1;
+  bool gaps = false;  // the extent has bytes the operand skips (Operand::gaps): not one tensor's, not all written
 };
 
 // The bytes a use held before its op ran, compared with what the op left there (OpScope::End).

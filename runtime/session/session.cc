@@ -519,6 +519,7 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     const uint64_t offset = t.hit.value - t.hit.buffer.start;
     const uint64_t room = t.hit.buffer.size - std::min(t.hit.buffer.size, offset);
     op.uses.push_back(RecordedUse{t.hit.buffer.serial, offset, std::min(t.extent, room), t.access});
+    op.uses.back().gaps = t.gaps;
   }
   PrefetchOperandsLocked(d, touches, rec.device);
   ProbeTouchesLocked(op, touches);
@@ -592,7 +593,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       } else {
         for (const Operand& o : d.operands) {
           const BufferEntry* e = o.ptr != 0 ? reader.Find(o.ptr) : nullptr;
-          if (e != nullptr) touches.push_back(Touch{PointerHit{o.ptr, *e}, o.access, o.workspace, o.bytes});
+          if (e != nullptr) touches.push_back(Touch{PointerHit{o.ptr, *e}, o.access, o.workspace, o.bytes, o.gaps});
         }
       }
     }

@@ -134,6 +134,7 @@ class Session {
     Access access = Access::kTouch;
     bool workspace = false;
     uint64_t extent = 0;  // exact bytes from hit.value when the API tells
+    bool gaps = false;    // the extent has bytes the operand skips (Operand::gaps)
   };
   // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
   static uint64_t ShapeSignature(const OpDesc& d);

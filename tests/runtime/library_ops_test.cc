@@ -59,6 +59,17 @@ TEST(LibraryOpsTest, GemmWritesItsWholeExtentOnlyWhenCIsDense) {
   EXPECT_FALSE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 100}, &zero).whole);  // gaps between
   EXPECT_FALSE(OperandOf(GemmOp("sgemm", GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, GemmContext{}, A, B, C,
                                 &alpha, &zero, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F), A).whole);  // read
+  // Gaps: the extent has bytes the matrices skip, whether written or read.
+  EXPECT_FALSE(dense.gaps);
+  EXPECT_TRUE(padded.gaps);
+  EXPECT_TRUE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 100}, &one).gaps);
+  auto op_of = [&](GemmShape g) {
+    return GemmOp("sgemm", g, GemmContext{}, A, B, C, &alpha, &zero, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F);
+  };
+  EXPECT_FALSE(OperandOf(op_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}), A).gaps);
+  EXPECT_TRUE(OperandOf(op_of(GemmShape{64, 32, 16, 1, false, false, 72, 16, 64}), A).gaps);   // lda 72 > m 64
+  EXPECT_TRUE(OperandOf(op_of(GemmShape{64, 32, 16, 1, false, false, 64, 20, 64}), B).gaps);   // ldb 20 > k 16
+  EXPECT_FALSE(OperandOf(op_of(GemmShape{64, 32, 16, 1, true, false, 16, 16, 64}), A).gaps);   // A^T: k x m, lda k
 }
 
 TEST(LibraryOpsTest, GemmThatAccumulatesReadsAndWritesC) {

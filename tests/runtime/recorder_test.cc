@@ -14,6 +14,7 @@ struct Use {
   uint64_t offset;
   Access access;
   uint64_t extent = 0;
+  bool gaps = false;
 };
 
 Recording OneAllocation(uint64_t size, const std::vector<std::vector<Use>>& ops) {
@@ -28,7 +29,10 @@ Recording OneAllocation(uint64_t size, const std::vector<std::vector<Use>>& ops)
     RecordedOp& op = rec.ops.emplace_back();
     op.kind = trace::OpKind::kKernel;
     op.name = "k" + std::to_string(i);
-    for (const Use& u : ops[i]) op.uses.push_back(RecordedUse{e.serial, u.offset, u.extent, u.access});
+    for (const Use& u : ops[i]) {
+      op.uses.push_back(RecordedUse{e.serial, u.offset, u.extent, u.access});
+      op.uses.back().gaps = u.gaps;
+    }
     op.state.store(RecordedOp::kDone);
   }
   return rec;
@@ -80,6 +84,26 @@ TEST(FinishRecording, PageInsideAStatedOperandIsExact) {
   EXPECT_TRUE(out->buffers[1].exact);   // [2, 4)
   EXPECT_TRUE(out->buffers[2].exact);   // [4, 6)
   EXPECT_FALSE(out->buffers[3].exact);  // [6, 8): the operand ends at 7 MiB
+}
+
+// An operand whose extent skips bytes (a GEMM output with ldc above m): the skipped bytes may be another tensor's
+// and keep their values, so its pages are not exact and the write also reads them.
+TEST(FinishRecording, PageInsideAnOperandWithGapsIsNotExactAndIsAlsoRead) {
+  for (const bool gaps : {false, true}) {
+    Recording rec =
+        OneAllocation(8 * kMiB, {{{kMiB, Access::kWrite, 6 * kMiB, gaps}}, {{7 * kMiB, Access::kRead}}});
+    rec.ops[0].kind = trace::OpKind::kLibrary;
+    CudaApi api;
+    auto out = FinishRecording(rec, api, TraceContext{});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(out->buffers.size(), 4u);
+    EXPECT_EQ(out->buffers[1].exact, !gaps) << gaps;  // [2, 4) MiB, inside the extent
+    EXPECT_EQ(out->it.ops[0].writes, (std::vector<trace::BufferId>{0, 1, 2, 3}));
+    // Pages 0 and 3 are covered in part either way; 1 and 2 wholly, but with gaps the write leaves bytes alone.
+    const std::vector<trace::BufferId> reads = gaps ? std::vector<trace::BufferId>{0, 1, 2, 3}
+                                                    : std::vector<trace::BufferId>{0, 3};
+    EXPECT_EQ(out->it.ops[0].reads, reads) << gaps;
+  }
 }
 
 // A 2 MiB allocation is one page: its tensors (a caching allocator's small pool) stay separate buffers.
