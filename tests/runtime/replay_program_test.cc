@@ -208,7 +208,8 @@ TEST(MakeRuntimePlan, PlannerIIsPlanIsSavedOnlyWhenFasterThanAsked) {
     auto better = MakeRuntimePlan(req);
     ASSERT_TRUE(better.ok()) << better.status().message();
     EXPECT_EQ(better->improves, better->simulated_s < req.improve_on_s) << bar;
-    EXPECT_EQ(better->improves, bar > 1) << bar;  // the same inputs plan no less than half as fast, nor slower
+    // Planner II starts from Planner I's plan (never slower) and, on five ops, finds nothing twice as fast.
+    EXPECT_EQ(better->improves, bar > 1) << bar;
     EXPECT_EQ(better->path.empty(), !better->improves) << bar;
   }
   std::filesystem::remove_all(dir);
