@@ -319,13 +319,13 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
     std::vector<Block> blocks;
     std::vector<trace::OpId> bar;
   };
-  const std::vector<uint32_t> cuts = BlockCuts(BuildPlanningModel(in));
   SimInput current = in;  // with the ops of the recomputes left out so far barred
+  PlanningModel m = BuildPlanningModel(current);  // of `current`, rebuilt when a barred recompute is kept
+  const std::vector<uint32_t> cuts = BlockCuts(m);
   int tried = 0;
   for (bool improved = true; improved;) {
     improved = false;
     const Plan from = best.plan;
-    const PlanningModel m = BuildPlanningModel(current);
     std::vector<Variant> variants;
     for (const Action& a : from.actions) {
       if (a.kind == ActionKind::kRecompute) variants.push_back({from.blocks, a.ops});
@@ -359,7 +359,10 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
       p->note = from.note;
       p->managed_memory = from.managed_memory;
       if (KeepFaster(best, std::move(p).value(), in)) {
-        for (trace::OpId op : v.bar) current.access.recomputable[op] = false;
+        if (!v.bar.empty()) {
+          for (trace::OpId op : v.bar) current.access.recomputable[op] = false;
+          m = BuildPlanningModel(current);
+        }
         improved = true;
         break;
       }
