@@ -50,8 +50,7 @@ std::string MemorySvg(const trace::Iteration& it, const trace::MemoryCurve& m, u
   const double W = 1000, H = 460;
   Svg svg(W, H);
   const MemoryUnit unit = MemoryUnitFor(std::max(m.peak_bytes, capacity));
-  auto in_unit = [&](uint64_t bytes) { return static_cast<double>(bytes) / unit.bytes; };
-  double ymax = in_unit(std::max(m.peak_bytes, capacity)) * 1.08;
+  double ymax = unit.Of(std::max(m.peak_bytes, capacity)) * 1.08;
   if (ymax <= 0) ymax = 1;
   Axes ax{80, 56, W - 110, H - 126, 0, static_cast<double>(std::max<size_t>(it.ops.size(), 1)), 0, ymax};
   svg.Text(W / 2, 24,
@@ -68,23 +67,23 @@ std::string MemorySvg(const trace::Iteration& it, const trace::MemoryCurve& m, u
   std::vector<std::pair<double, double>> pts;
   pts.reserve(it.ops.size() * 2);
   for (size_t i = 0; i < m.live.size(); ++i) {
-    const double y = ax.Y(in_unit(m.live[i]));
+    const double y = ax.Y(unit.Of(m.live[i]));
     pts.emplace_back(ax.X(static_cast<double>(i)), y);
     pts.emplace_back(ax.X(static_cast<double>(i + 1)), y);
   }
   svg.Poly(pts, "#3b6fb6", "#1f4e8c", 1.0, ax.Y(0), 0.55);
-  const double py = ax.Y(in_unit(m.persistent_bytes));
+  const double py = ax.Y(unit.Of(m.persistent_bytes));
   svg.Line(ax.left, py, ax.left + ax.width, py, "#2a7a2a", 1.5, "6,3");
   svg.Text(ax.left + ax.width - 4, py - 5, "persistent " + FormatBytes(m.persistent_bytes), 11, "end", "#2a7a2a");
   if (m.peak_op != trace::kNone) {
-    const double x = ax.X(m.peak_op + 0.5), y = ax.Y(in_unit(m.peak_bytes));
+    const double x = ax.X(m.peak_op + 0.5), y = ax.Y(unit.Of(m.peak_bytes));
     svg.Raw(fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="#b22"/>)", x, y));
     const bool right = x < ax.left + ax.width * 0.7;
     svg.Text(x + (right ? 8 : -8), y - 6, fmt::format("peak {} at op {}", FormatBytes(m.peak_bytes), m.peak_op), 12,
              right ? "start" : "end", "#b22", "bold");
   }
   if (capacity > 0) {
-    const double cy = ax.Y(in_unit(capacity));
+    const double cy = ax.Y(unit.Of(capacity));
     svg.Line(ax.left, cy, ax.left + ax.width, cy, "#b22", 1.5, "8,4");
     svg.Text(ax.left + 4, cy - 5, "capacity " + FormatBytes(capacity), 11, "start", "#b22");
   }

@@ -144,11 +144,11 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
 
   // Memory in use over time, against the capacity.
   const MemoryUnit unit = MemoryUnitFor(std::max(s.peak_bytes, in.capacity));
-  const double ymax = std::max(static_cast<double>(std::max(s.peak_bytes, in.capacity)) / unit.bytes * 1.12, 0.01);
+  const double ymax = std::max(unit.Of(std::max(s.peak_bytes, in.capacity)) * 1.12, 0.01);
   Axes ax{left, y_d2h + lane_h + 40, width, H - (y_d2h + lane_h + 40) - 80, 0, total_ms, 0, ymax};
   std::vector<std::pair<double, double>> pts;
   for (size_t i = 0; i < s.memory.size(); ++i) {
-    const double y = ax.Y(static_cast<double>(s.memory[i].second) / unit.bytes);
+    const double y = ax.Y(unit.Of(s.memory[i].second));
     if (i > 0) pts.emplace_back(ax.X(Ms(s.memory[i].first)), pts.back().second);
     pts.emplace_back(ax.X(Ms(s.memory[i].first)), y);
   }
@@ -156,7 +156,7 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
   ax.Draw(svg, "time in the iteration (ms)", fmt::format("device memory in use ({})", unit.name), "%.0f",
           unit.tick_format);
   svg.Poly(pts, "#3b6fb6", "#1f4e8c", 1.0, ax.Y(0), 0.45);
-  const double cy = ax.Y(static_cast<double>(in.capacity) / unit.bytes);
+  const double cy = ax.Y(unit.Of(in.capacity));
   svg.Line(ax.left, cy, ax.left + ax.width, cy, "#b22", 1.5, "8,4");
   svg.Text(ax.left + ax.width - 4, cy - 6, "capacity " + FormatBytes(in.capacity), 11, "end", "#b22", "bold");
   // Tick marks of the shared time axis on the lanes too.

@@ -48,6 +48,7 @@ struct MemoryUnit {
   double bytes;
   const char* name;
   const char* tick_format;
+  double Of(uint64_t b) const { return static_cast<double>(b) / bytes; }  // `b` bytes in this unit
 };
 MemoryUnit MemoryUnitFor(uint64_t max_bytes);
 
