@@ -358,9 +358,9 @@ uint64_t Session::Signature(uint64_t shape, const std::vector<Touch>& touches) {
   // was allocated), not its address, so that an allocator placing an iteration's buffers differently every
   // time does not hide the period; buffers allocated before observation began are named by their address.
   for (const Touch& t : touches) {
-    const BufferEntry& b = t.hit.buffer;
+    const BufferEntry& b = t.buffer;
     h = HashMix(h, b.birth != 0 ? b.birth : b.start);
-    h = HashMix(h, t.hit.value - b.start);
+    h = HashMix(h, t.operand.ptr - b.start);
   }
   return h;
 }
@@ -392,9 +392,9 @@ const std::string& Session::KernelName(const OpDesc& d) {
 
 void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
   for (const Touch& t : touches) {
-    const uint64_t offset = t.hit.value - t.hit.buffer.start;
+    const uint64_t offset = t.operand.ptr - t.buffer.start;
     if (offset == 0) continue;
-    std::vector<uint64_t>& v = known_offsets_[t.hit.buffer.serial];
+    std::vector<uint64_t>& v = known_offsets_[t.buffer.serial];
     auto it = std::lower_bound(v.begin(), v.end(), offset);
     if (it != v.end() && *it == offset) continue;
     if (v.size() >= 4096) continue;  // bounded: only a guide for the profiling prefetch
@@ -403,9 +403,9 @@ void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
 }
 
 uint64_t Session::GuessExtentLocked(const Touch& t) const {
-  const BufferEntry& b = t.hit.buffer;
-  const uint64_t offset = t.hit.value - b.start;
-  if (t.extent != 0) return std::min(t.extent, b.size - std::min(b.size, offset));
+  const BufferEntry& b = t.buffer;
+  const uint64_t offset = t.operand.ptr - b.start;
+  if (t.operand.bytes != 0) return std::min(t.operand.bytes, b.size - std::min(b.size, offset));
   uint64_t end = b.size;
   auto known = known_offsets_.find(b.serial);
   if (known != known_offsets_.end()) {
@@ -420,14 +420,14 @@ void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& 
   const cudaStream_t s = d.stream == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(d.stream);
   LastErrorScope errors(api_);
   for (const Touch& t : touches) {
-    const Origin o = t.hit.buffer.origin;
+    const Origin o = t.buffer.origin;
     if (o != Origin::kArena && o != Origin::kAppManaged) continue;
     const uint64_t bytes = GuessExtentLocked(t);
     if (bytes == 0) continue;
     cudaMemLocation loc{};
     loc.type = cudaMemLocationTypeDevice;
     loc.id = device;
-    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(t.hit.value), bytes, loc, 0, s) != cudaSuccess) {
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(t.operand.ptr), bytes, loc, 0, s) != cudaSuccess) {
       errors.Failed();
     }
   }
@@ -441,15 +441,15 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
   bool synced = false;
   for (size_t i = 0, u = 0; i < touches.size(); ++i) {
     const Touch& t = touches[i];
-    if (t.hit.buffer.origin == Origin::kHostPinned) continue;
+    if (t.buffer.origin == Origin::kHostPinned) continue;
     const size_t use = u++;
-    const uint64_t offset = t.hit.value - t.hit.buffer.start;
-    const bool first = rec.seen.insert({t.hit.buffer.serial, offset}).second;
-    if (t.access != Access::kTouch || (t.hit.buffer.origin != Origin::kArena &&
-                                       t.hit.buffer.origin != Origin::kAppManaged)) {
+    const uint64_t offset = t.operand.ptr - t.buffer.start;
+    const bool first = rec.seen.insert({t.buffer.serial, offset}).second;
+    if (t.operand.access != Access::kTouch ||
+        (t.buffer.origin != Origin::kArena && t.buffer.origin != Origin::kAppManaged)) {
       continue;
     }
-    if (first && rec.Buffer(t.hit.buffer).allocated_inside) continue;  // fresh memory: its first use writes it
+    if (first && rec.Buffer(t.buffer).allocated_inside) continue;  // fresh memory: its first use writes it
     const uint64_t bytes = std::min<uint64_t>(GuessExtentLocked(t), kMaxProbeBytes);
     if (bytes == 0) continue;
     if (!synced) {
@@ -461,7 +461,7 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
     }
     Probe p;
     p.use = use;
-    p.ptr = t.hit.value;
+    p.ptr = t.operand.ptr;
     p.before.resize(bytes);
     if (api_.cudaMemcpyAsync(p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s) !=
             cudaSuccess ||
@@ -512,14 +512,14 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     op.relaunch = std::make_shared<const std::function<bool(const AddressMap&)>>(d.relaunch);
   }
   for (const Touch& t : touches) {
-    if (t.hit.buffer.origin == Origin::kHostPinned) continue;
-    RecordedBuffer& rb = rec.Buffer(t.hit.buffer);
-    if (t.workspace) rb.workspace = true;
-    if (d.dtype != nullptr && rb.dtype.empty() && !t.workspace) rb.dtype = d.dtype;
-    const uint64_t offset = t.hit.value - t.hit.buffer.start;
-    const uint64_t room = t.hit.buffer.size - std::min(t.hit.buffer.size, offset);
-    op.uses.push_back(RecordedUse{t.hit.buffer.serial, offset, std::min(t.extent, room), t.access});
-    op.uses.back().gaps = t.gaps;
+    if (t.buffer.origin == Origin::kHostPinned) continue;
+    RecordedBuffer& rb = rec.Buffer(t.buffer);
+    if (t.operand.workspace) rb.workspace = true;
+    if (d.dtype != nullptr && rb.dtype.empty() && !t.operand.workspace) rb.dtype = d.dtype;
+    const uint64_t offset = t.operand.ptr - t.buffer.start;
+    const uint64_t room = t.buffer.size - std::min(t.buffer.size, offset);
+    op.uses.push_back(RecordedUse{t.buffer.serial, offset, std::min(t.operand.bytes, room), t.operand.access});
+    op.uses.back().gaps = t.operand.gaps;
   }
   PrefetchOperandsLocked(d, touches, rec.device);
   ProbeTouchesLocked(op, touches);
@@ -589,11 +589,11 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
         const void* buf = nullptr;
         size_t size = 0;
         if (FindExtraBuffer(d.extra, &buf, &size)) ScanArgBuffer(buf, size, reader, &hits);
-        for (const PointerHit& h : hits) touches.push_back(Touch{h, Access::kTouch, false, 0});
+        for (const PointerHit& h : hits) touches.push_back(Touch{Operand{h.value, Access::kTouch}, h.buffer});
       } else {
         for (const Operand& o : d.operands) {
           const BufferEntry* e = o.ptr != 0 ? reader.Find(o.ptr) : nullptr;
-          if (e != nullptr) touches.push_back(Touch{PointerHit{o.ptr, *e}, o.access, o.workspace, o.bytes, o.gaps});
+          if (e != nullptr) touches.push_back(Touch{o, *e});
         }
       }
     }

@@ -129,12 +129,10 @@ class Session {
   bool WantRecording() const;
   uint32_t CaptureSite();
   // A pointer operand found in an op, with its direction when the API defines it.
+  // An operand (a kernel's pointer parameter: kTouch, extent unknown) and the buffer it points into.
   struct Touch {
-    PointerHit hit;
-    Access access = Access::kTouch;
-    bool workspace = false;
-    uint64_t extent = 0;  // exact bytes from hit.value when the API tells
-    bool gaps = false;    // the extent has bytes the operand skips (Operand::gaps)
+    Operand operand;
+    BufferEntry buffer;
   };
   // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
   static uint64_t ShapeSignature(const OpDesc& d);
