@@ -713,6 +713,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   LastErrorScope errors(api_);
   const cudaStream_t s = S(stream);
   struct Copy {
+    trace::BufferId b = trace::kNone;
     Range r;
     std::vector<unsigned char> bytes;
   };
@@ -729,6 +730,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   for (trace::BufferId b : rc.used) {
     if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
     Copy c;
+    c.b = b;
     AddressLocked(b, &c.r);
     c.bytes.resize(c.r.bytes);
     if (api_.cudaMemcpyAsync(c.bytes.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes,
@@ -743,7 +745,29 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     reject("the stream could not be synchronized");
     return;
   }
-  const bool launched = RelaunchLocked(rc, redirected, nullptr, s) && sync();
+  // What a discard destroys in steady state (a target's bytes in the whole pages of its move range) gets the
+  // complement of its value first, so that a launch leaving any of those bytes as they were cannot pass.
+  std::vector<std::vector<unsigned char>> poison;
+  bool poisoned = true;
+  for (const Copy& c : before) {
+    Range mr;
+    if (!Has(rc.targets, c.b) || !MoveRangeLocked(c.b, &mr)) continue;
+    const Range owned = OwnedPages(mr);
+    const uint64_t lo = std::max(owned.addr, c.r.addr);
+    const uint64_t hi = std::min(owned.addr + owned.bytes, c.r.addr + c.r.bytes);
+    if (hi <= lo) continue;
+    std::vector<unsigned char>& flipped = poison.emplace_back(c.bytes.begin() + (lo - c.r.addr),
+                                                              c.bytes.begin() + (hi - c.r.addr));
+    for (unsigned char& x : flipped) x = static_cast<unsigned char>(~x);
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(lo), flipped.data(), flipped.size(), cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+      poisoned = false;  // the buffers are restored below
+      break;
+    }
+  }
+  poisoned = poisoned && sync();
+  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && sync();
   bool same = launched;
   std::vector<unsigned char> after;
   for (const Copy& c : before) {
@@ -773,7 +797,9 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     }
   }
   sync();
-  reject(launched ? "the recomputed buffers differ from the originals" : "a launch failed");
+  reject(launched   ? "the recomputed buffers differ from the originals"
+         : poisoned ? "a launch failed"
+                    : "the targets could not be overwritten for the check");
 }
 
 void Executor::DivergeLocked() {

@@ -32,8 +32,10 @@ namespace karma::rt {
 // queue first-in first-out as the plan assumes.
 //
 // Recompute validation: the first time a recompute is due, its targets were evicted instead of discarded; every
-// buffer its launches use is copied to the host, the launches run, and every buffer must come out bit-identical
-// (targets rebuilt to the values they hold, inputs and side outputs untouched). Otherwise the buffers are
+// buffer its launches use is copied to the host, the bytes a discard would destroy (the targets' bytes in whole
+// pages of their move ranges) are overwritten with their complement, the launches run, and every buffer must come
+// out bit-identical (targets rebuilt to the values they hold, inputs and side outputs untouched): a launch that
+// leaves part of a target as it was fails. Otherwise the buffers are
 // restored from the copies, the recompute is rejected (its targets are swapped from then on) and the session
 // is asked for a new plan without those ops. Outputs whose recorded memory the application has freed meanwhile
 // are redirected to scratch memory of the executor's own.

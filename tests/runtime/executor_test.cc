@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -107,6 +110,93 @@ TEST_F(ExecutorTest, ADeadValueIsRepopulatedOnlyForACallThatWritesAllOfIt) {
     EXPECT_EQ(moves[1].addr, kAddr);
   }
   EXPECT_EQ(stats_.discarded_bytes.load(), kBytes);
+}
+
+// Validation needs device memory it can copy: here the "device" is host memory and copies are memcpy.
+cudaError_t HostMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t) {
+  std::memcpy(dst, src, n);
+  return cudaSuccess;
+}
+cudaError_t NoWait(cudaStream_t) { return cudaSuccess; }
+
+struct FreeDeleter {
+  void operator()(unsigned char* p) const { std::free(p); }
+};
+using HostBuffer = std::unique_ptr<unsigned char, FreeDeleter>;
+HostBuffer PageAligned(uint64_t bytes) {
+  return HostBuffer(static_cast<unsigned char*>(std::aligned_alloc(kLargePage, bytes)));
+}
+
+// Three ops on the legacy stream: op 0 computes buffer 0 (two pages) from buffer 1, op 1 uses buffer 0 last
+// before op 2 reads it again; the plan discards buffer 0 after op 1 and recomputes it with op 0 before op 2.
+std::shared_ptr<const ReplayProgram> RecomputeProgram(uint64_t target, uint64_t input, Relaunch producer) {
+  auto p = std::make_shared<ReplayProgram>();
+  p->period = 3;
+  p->shape = {11, 22, 33};
+  p->stream = {0, 0, 0};
+  for (uint64_t addr : {target, input}) {
+    ReplayBuffer b;
+    b.address = b.alloc_start = addr;
+    b.bytes = b.alloc_bytes = kBytes;
+    b.origin = Origin::kArena;
+    b.exact = true;
+    p->buffers.push_back(b);
+  }
+  p->after.resize(4);
+  p->after[2].push_back({ReplayProgram::Move::kDiscard, 0, 0, 0});
+  p->room_from.resize(4);
+  p->waits.resize(3);
+  p->recompute_before = {{}, {}, {0}};
+  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}});
+  p->reads = {{1}, {0}, {0}};
+  p->overwritten.resize(3);
+  p->relaunch = {std::move(producer), nullptr, nullptr};
+  p->in_recompute = {true, false, false};
+  p->uses = {{0, 1}, {0}, {0}};
+  p->planned_bytes = {2 * kBytes, kBytes, kBytes};
+  p->actions = 2;
+  return p;
+}
+
+// A recompute is trusted only when its launches rebuild every byte a discard would destroy: a producer that
+// leaves half of its output as it was is rejected (and the output restored), one that writes all of it passes.
+TEST_F(ExecutorTest, ValidationRejectsARecomputeThatLeavesPartOfItsTargetAsItWas) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  for (const bool writes_all : {false, true}) {
+    SCOPED_TRACE(writes_all ? "writes all of it" : "writes half of it");
+    HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
+    for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 7 + 3);
+    auto produce = [o = out.get(), x = in.get()](uint64_t bytes) {
+      for (uint64_t i = 0; i < bytes; ++i) o[i] = static_cast<unsigned char>(x[i] ^ 0x5a);
+    };
+    produce(kBytes);  // the application's own launch of op 0
+    const std::vector<unsigned char> value(out.get(), out.get() + kBytes);
+    int launches = 0;
+    auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
+      ++launches;
+      produce(writes_all ? kBytes : kBytes / 2);
+      return true;
+    });
+    Executor e(api_, &stats_);
+    e.Install(RecomputeProgram(reinterpret_cast<uint64_t>(out.get()), reinterpret_cast<uint64_t>(in.get()), producer),
+              0, 0);
+    bool wants = false;
+    for (uint32_t pos = 0; pos < 3; ++pos) {
+      const uint32_t at = e.Before(pos, 11 * (pos + 1), 0, {}, &wants);
+      ASSERT_EQ(at, pos);
+      if (pos == 0) {
+        EXPECT_TRUE(wants);
+        e.SetLaunch(at, producer);
+      }
+      e.After(at, true);
+    }
+    EXPECT_EQ(launches, 1);
+    EXPECT_TRUE(std::equal(value.begin(), value.end(), out.get()));  // rebuilt, or put back as it was
+    EXPECT_EQ(e.TakeRequest(), writes_all ? Executor::Request::kNone : Executor::Request::kReplan);
+    EXPECT_EQ(e.rejected_ops()[0], !writes_all);
+    e.Uninstall();
+  }
 }
 
 }  // namespace
