@@ -44,12 +44,11 @@ OpDesc Gemm(Session* s, const char* name, cublasHandle_t handle, const rt::GemmS
   return rt::GemmOp(name, g, c, A, B, C, alpha, beta, a_type, b_type, c_type);
 }
 
-// A legacy convolution: x-shaped input, filter, y-shaped tensor (forward: x, w -> y; backward data: dy, w -> dx;
-// backward filter: x, dy -> dw). beta's width follows the output's data type.
-OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer_list<const void*> inputs,
-            void* output, const void* beta, void* workspace, size_t workspace_bytes, const void* conv_desc, int algo,
-            cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc, cudnnTensorDescriptor_t y_desc,
-            rt::ConvOutput written) {
+// A legacy convolution: x-shaped tensor, filter, y-shaped tensor, and which of them it writes (forward: x, w -> y;
+// backward data: w, dy -> dx; backward filter: x, dy -> dw). beta's width follows the output's data type.
+OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, const void* x, const void* w, const void* y,
+            rt::ConvOutput written, const void* beta, void* workspace, size_t workspace_bytes, const void* conv_desc,
+            int algo, cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc, cudnnTensorDescriptor_t y_desc) {
   const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
   cudaStream_t stream = nullptr;
   if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) stream = nullptr;
@@ -57,9 +56,13 @@ OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, std::initializer
                           : written == rt::ConvOutput::kX ? rt::CudnnTensorType(api, x_desc)
                                                           : rt::CudnnTensorType(api, y_desc);
   const bool accumulate = !rt::CudnnBetaIsZero(beta, output_type);
-  OpDesc d = rt::ConvOp(name, rt::KeyOf(stream), inputs, output, accumulate, workspace, workspace_bytes,
-                        rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo)));
-  rt::ConvWork(api, x_desc, w_desc, y_desc, written, accumulate, &d);
+  const uint64_t shape = rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo));
+  // The two tensors it reads, in the order of the call's arguments, and the one it writes.
+  const void* first = written == rt::ConvOutput::kX ? w : x;
+  const void* second = written == rt::ConvOutput::kY ? w : y;
+  void* out = const_cast<void*>(written == rt::ConvOutput::kW ? w : written == rt::ConvOutput::kX ? x : y);
+  OpDesc d = rt::ConvOp(name, rt::KeyOf(stream), {first, second}, out, accumulate, workspace, workspace_bytes, shape);
+  rt::ConvWork(api, x_desc, w_desc, y_desc, {x, w, y}, written, accumulate, &d);
   return d;
 }
 
@@ -177,8 +180,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHand
                     y);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionForward", handle, {x, w}, y, beta, workSpace, workSpaceSizeInBytes, convDesc,
-                    algo, xDesc, wDesc, yDesc, rt::ConvOutput::kY);
+        return Conv(s, "cudnnConvolutionForward", handle, x, w, y, rt::ConvOutput::kY, beta, workSpace,
+                    workSpaceSizeInBytes, convDesc, algo, xDesc, wDesc, yDesc);
       });
 }
 
@@ -196,8 +199,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnConvolutionBackwardData_fn real,
                     dxDesc, dx);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionBackwardData", handle, {w, dy}, dx, beta, workSpace, workSpaceSizeInBytes,
-                    convDesc, algo, dxDesc, wDesc, dyDesc, rt::ConvOutput::kX);
+        return Conv(s, "cudnnConvolutionBackwardData", handle, dx, w, dy, rt::ConvOutput::kX, beta, workSpace,
+                    workSpaceSizeInBytes, convDesc, algo, dxDesc, wDesc, dyDesc);
       });
 }
 
@@ -215,8 +218,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnConvolutionBackwardFilter_fn r
                     dwDesc, dw);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionBackwardFilter", handle, {x, dy}, dw, beta, workSpace, workSpaceSizeInBytes,
-                    convDesc, algo, xDesc, dwDesc, dyDesc, rt::ConvOutput::kW);
+        return Conv(s, "cudnnConvolutionBackwardFilter", handle, x, dw, dy, rt::ConvOutput::kW, beta, workSpace,
+                    workSpaceSizeInBytes, convDesc, algo, xDesc, dwDesc, dyDesc);
       });
 }
 

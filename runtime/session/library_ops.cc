@@ -184,12 +184,42 @@ uint64_t Elements(const int64_t* dims, int n) {
   return e;
 }
 
-// One tensor of a convolution: elements, the output channels when it is the filter, bytes per element.
+// One tensor of a convolution: elements, the output channels when it is the filter, bytes per element, and where
+// its bytes lie.
 struct ConvTensor {
   uint64_t elements = 0;
   uint64_t leading = 1;  // dims[0]
   int type = -1;
+  uint64_t span = 0;  // bytes from the first element to past the last; 0: unknown
+  bool gaps = false;  // the span has bytes no element occupies (padding between rows or images), or strides overlap
 };
+
+ConvTensor MakeTensor(const int64_t* dims, const int64_t* strides, int n, int type) {
+  ConvTensor t{Elements(dims, n), n > 0 && dims[0] > 0 ? static_cast<uint64_t>(dims[0]) : 0, type};
+  if (t.elements == 0) return t;
+  // Without strides the layout is packed. A negative stride leaves the span unknown.
+  uint64_t last = 0;
+  for (int i = 0; i < n; ++i) {
+    if (strides == nullptr) break;
+    if (strides[i] < 0) return t;
+    last += static_cast<uint64_t>(dims[i] - 1) * static_cast<uint64_t>(strides[i]);
+  }
+  const uint64_t elements = strides == nullptr ? t.elements : last + 1;
+  t.span = elements * static_cast<uint64_t>(CudnnTypeBytes(type));
+  t.gaps = elements != t.elements;
+  return t;
+}
+
+// Gives the operand at `ptr` the tensor's extent; a write without gaps writes every byte of it.
+void StateExtent(OpDesc* d, const void* ptr, const ConvTensor& t) {
+  if (t.span == 0 || ptr == nullptr) return;
+  for (Operand& o : d->operands) {
+    if (o.ptr != AddressOf(ptr) || o.workspace) continue;
+    o.bytes = t.span;
+    o.gaps = t.gaps;
+    o.whole = o.access == Access::kWrite && !t.gaps;
+  }
+}
 
 // A convolution's work from its three tensors (x-shaped, filter, y-shaped) and which one it writes.
 void AddConvWork(const ConvTensor (&t)[3], int output, bool accumulate, OpDesc* d) {
@@ -207,9 +237,13 @@ bool ReadTensor(const CudaApi& api, cudnnTensorDescriptor_t desc, ConvTensor* ou
   cudnnDataType_t t;
   int nb = 0, dims[CUDNN_DIM_MAX], strides[CUDNN_DIM_MAX];
   if (api.cudnnGetTensorNdDescriptor(desc, CUDNN_DIM_MAX, &t, &nb, dims, strides) != CUDNN_STATUS_SUCCESS) return false;
-  int64_t d64[CUDNN_DIM_MAX];
-  for (int i = 0; i < nb && i < CUDNN_DIM_MAX; ++i) d64[i] = dims[i];
-  *out = {Elements(d64, std::min(nb, CUDNN_DIM_MAX)), nb > 0 ? static_cast<uint64_t>(dims[0]) : 0, static_cast<int>(t)};
+  nb = std::clamp(nb, 0, CUDNN_DIM_MAX);
+  int64_t d64[CUDNN_DIM_MAX], s64[CUDNN_DIM_MAX];
+  for (int i = 0; i < nb; ++i) {
+    d64[i] = dims[i];
+    s64[i] = strides[i];
+  }
+  *out = MakeTensor(d64, s64, nb, static_cast<int>(t));
   return true;
 }
 
@@ -221,9 +255,10 @@ bool ReadFilter(const CudaApi& api, cudnnFilterDescriptor_t desc, ConvTensor* ou
   if (api.cudnnGetFilterNdDescriptor(desc, CUDNN_DIM_MAX, &t, &format, &nb, dims) != CUDNN_STATUS_SUCCESS) {
     return false;
   }
+  nb = std::clamp(nb, 0, CUDNN_DIM_MAX);
   int64_t d64[CUDNN_DIM_MAX];
-  for (int i = 0; i < nb && i < CUDNN_DIM_MAX; ++i) d64[i] = dims[i];
-  *out = {Elements(d64, std::min(nb, CUDNN_DIM_MAX)), nb > 0 ? static_cast<uint64_t>(dims[0]) : 0, static_cast<int>(t)};
+  for (int i = 0; i < nb; ++i) d64[i] = dims[i];
+  *out = MakeTensor(d64, nullptr, nb, static_cast<int>(t));  // a filter is packed (NCHW or NHWC)
   return true;
 }
 
@@ -301,10 +336,16 @@ bool Accumulates(const CudaApi& api, cudnnBackendDescriptor_t op, cudnnBackendAt
   return true;
 }
 
+// One tensor of a plan's graph: its unique id, how the graph uses it and where its bytes lie.
+struct BackendRole {
+  int64_t uid = 0;
+  Access access = Access::kTouch;
+  ConvTensor tensor;
+};
+
 // The access of every tensor unique id of the plan's graph; false when the graph cannot be read or is not made
 // of convolutions of one type. Adds the convolutions' work to `d`.
-bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector<std::pair<int64_t, Access>>* roles,
-                  OpDesc* d) {
+bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector<BackendRole>* roles, OpDesc* d) {
   if (api.cudnnBackendCreateDescriptor == nullptr || api.cudnnBackendDestroyDescriptor == nullptr || plan == nullptr) {
     return false;
   }
@@ -343,20 +384,23 @@ bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector
       ConvTensor t[3];
       for (int i = 0; i < 3; ++i) {
         cudnnBackendDescriptor_t tensor = s.Child(op, names.tensors[i], CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-        int64_t n = 0, n_type = 0, uid = 0, dims[CUDNN_DIM_MAX] = {};
+        int64_t n = 0, n_strides = 0, n_type = 0, uid = 0, dims[CUDNN_DIM_MAX] = {}, strides[CUDNN_DIM_MAX] = {};
         if (tensor == nullptr || !s.Int64(tensor, CUDNN_ATTR_TENSOR_UNIQUE_ID, 1, &n, &uid) || n != 1) return false;
         cudnnDataType_t type = CUDNN_DATA_FLOAT;
         if (s.Int64(tensor, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_DIM_MAX, &n, dims) && n > 0 && n <= CUDNN_DIM_MAX &&
             api.cudnnBackendGetAttribute(tensor, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n_type,
                                          &type) == CUDNN_STATUS_SUCCESS) {
-          t[i] = {Elements(dims, static_cast<int>(n)), static_cast<uint64_t>(dims[0]), static_cast<int>(type)};
+          const bool strided = s.Int64(tensor, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_DIM_MAX, &n_strides, strides) &&
+                               n_strides == n;
+          t[i] = MakeTensor(dims, strided ? strides : nullptr, static_cast<int>(n), static_cast<int>(type));
+          if (!strided) t[i].span = 0;  // strides not read: where its bytes lie is unknown
         }
         const Access a = i != names.output ? Access::kRead : accumulate ? Access::kReadWrite : Access::kWrite;
-        auto it = std::find_if(roles->begin(), roles->end(), [&](const auto& r) { return r.first == uid; });
+        auto it = std::find_if(roles->begin(), roles->end(), [&](const BackendRole& r) { return r.uid == uid; });
         if (it == roles->end()) {
-          roles->push_back({uid, a});
+          roles->push_back({uid, a, t[i]});
         } else {
-          it->second = static_cast<Access>(static_cast<uint8_t>(it->second) | static_cast<uint8_t>(a));
+          it->access = static_cast<Access>(static_cast<uint8_t>(it->access) | static_cast<uint8_t>(a));
         }
       }
       AddConvWork(t, names.output, accumulate, &work);
@@ -372,7 +416,7 @@ bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector
 }  // namespace
 
 void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t y,
-              ConvOutput output, bool accumulate, OpDesc* d) {
+              const void* const (&data)[3], ConvOutput output, bool accumulate, OpDesc* d) {
   ConvTensor t[3];
   if (!ReadTensor(api, x, &t[0]) || !ReadFilter(api, w, &t[1]) || !ReadTensor(api, y, &t[2])) return;
   OpDesc work;
@@ -380,6 +424,7 @@ void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescript
   d->flops = work.flops;
   d->bytes = work.bytes;
   d->dtype = work.dtype;
+  for (int i = 0; i < 3; ++i) StateExtent(d, data[i], t[i]);
 }
 
 OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack) {
@@ -399,16 +444,17 @@ OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackend
                                    &n_ids, ids) != CUDNN_STATUS_SUCCESS) {
     n_ids = 0;
   }
-  std::vector<std::pair<int64_t, Access>> roles;
+  std::vector<BackendRole> roles;
   if (n_ids != count || !BackendRoles(api, plan, &roles, &d)) roles.clear();
   uint64_t h = kHashSeed;
   for (int64_t i = 0; i < n_ids && i < kMaxPointers; ++i) h = HashMix(h, static_cast<uint64_t>(ids[i]));
   for (int64_t i = 0; i < count && i < kMaxPointers; ++i) {
-    Access a = Access::kTouch;
-    for (const auto& [uid, access] : roles) {
-      if (i < n_ids && uid == ids[i]) a = access;
+    const BackendRole* role = nullptr;
+    for (const BackendRole& r : roles) {
+      if (i < n_ids && r.uid == ids[i]) role = &r;
     }
-    d.operands.push_back({AddressOf(pointers[i]), a, false});
+    d.operands.push_back({AddressOf(pointers[i]), role != nullptr ? role->access : Access::kTouch, false});
+    if (role != nullptr) StateExtent(&d, pointers[i], role->tensor);
   }
   d.shape = h;
   void* workspace = nullptr;

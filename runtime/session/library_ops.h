@@ -48,16 +48,18 @@ OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const vo
 // Which of a convolution's three tensors a call writes: x (backward data), w (backward filter), y (forward).
 enum class ConvOutput : uint8_t { kX, kW, kY };
 // A legacy convolution's work from its descriptors (x-shaped, filter, y-shaped): 2 * |y| * |w| / K flops, the
-// three tensors' bytes (the output's twice when it accumulates) and the data type. `d` is left as it is when a
+// three tensors' bytes (the output's twice when it accumulates) and the data type; and the extent of the operands
+// at `data` (the three tensors' pointers, in that order) from their dimensions and strides: a strided tensor's
+// extent has gaps, and an output written whole (beta 0, no gaps) is marked so. `d` is left as it is when a
 // descriptor cannot be read.
 void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t y,
-              ConvOutput output, bool accumulate, OpDesc* d);
+              const void* const (&data)[3], ConvOutput output, bool accumulate, OpDesc* d);
 
 // cudnnBackendExecute. The plan's operation graph is read back through cudnnBackendGetAttribute (plan -> engine
 // configuration -> engine -> graph -> operations -> tensors' unique ids, each into a descriptor created for the
 // query): when every operation is a convolution of one type, the variant pack's pointers get exact directions
 // (forward: X, W read, Y written; backward data: W, DY read, DX written; backward filter: X, DY read, DW written;
-// an output whose beta is not zero is read too) and the op its flops and bytes. Any other graph, or one that
+// an output whose beta is not zero is read too) and extents (as ConvWork's), and the op its flops and bytes. Any other graph, or one that
 // cannot be read: every data pointer is touched. The workspace is read and written.
 OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack);
 

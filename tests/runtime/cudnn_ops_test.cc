@@ -104,19 +104,79 @@ TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheWork) {
   ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
   OpDesc d;
-  ConvWork(api_, x, w, y, ConvOutput::kY, false, &d);
+  ConvWork(api_, x, w, y, {nullptr, nullptr, nullptr}, ConvOutput::kY, false, &d);
   EXPECT_EQ(d.flops, kFlops);
   EXPECT_EQ(d.bytes, kXBytes + kWBytes + kYBytes);
   EXPECT_STREQ(d.dtype, "float32");
   OpDesc acc;
-  ConvWork(api_, x, w, y, ConvOutput::kW, true, &acc);  // a filter gradient accumulated into dw
+  ConvWork(api_, x, w, y, {nullptr, nullptr, nullptr}, ConvOutput::kW, true, &acc);  // a filter gradient accumulated into dw
   EXPECT_EQ(acc.flops, kFlops);
   EXPECT_EQ(acc.bytes, kXBytes + 2 * kWBytes + kYBytes);
   OpDesc unreadable;
-  ConvWork(CudaApi{}, x, w, y, ConvOutput::kY, false, &unreadable);
+  ConvWork(CudaApi{}, x, w, y, {nullptr, nullptr, nullptr}, ConvOutput::kY, false, &unreadable);
   EXPECT_EQ(unreadable.flops, 0u);
   cudnnDestroyTensorDescriptor(x);
   cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyFilterDescriptor(w);
+}
+
+// The extent of each operand follows its descriptor: packed tensors span their elements, a strided one (rows
+// padded) spans more and has gaps, so its write is not whole; an accumulated output is read, never whole.
+TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheExtents) {
+  cudnnTensorDescriptor_t x, y, padded;
+  cudnnFilterDescriptor_t w;
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&padded), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
+  constexpr int kRow = W + 2;  // two floats of padding after each row
+  ASSERT_EQ(cudnnSetTensor4dDescriptorEx(padded, CUDNN_DATA_FLOAT, N, K, H, W, K * H * kRow, H * kRow, kRow, 1),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
+  void* const px = Ptr(0xa000);
+  void* const pw = Ptr(0xb000);
+  void* const py = Ptr(0xc000);
+  auto forward = [&](cudnnTensorDescriptor_t out, bool accumulate) {
+    OpDesc d = ConvOp("fwd", 0, {px, pw}, py, accumulate, Ptr(0xf000), 64, 1);
+    ConvWork(api_, x, w, out, {px, pw, py}, ConvOutput::kY, accumulate, &d);
+    return d;
+  };
+  auto at = [](const OpDesc& d, void* p) {
+    for (const Operand& o : d.operands) {
+      if (o.ptr == reinterpret_cast<uint64_t>(p)) return o;
+    }
+    ADD_FAILURE() << "no operand at " << p;
+    return Operand{};
+  };
+
+  const OpDesc packed = forward(y, false);
+  EXPECT_EQ(at(packed, px).bytes, kXBytes);
+  EXPECT_EQ(at(packed, pw).bytes, kWBytes);
+  EXPECT_EQ(at(packed, py).bytes, kYBytes);
+  for (void* p : {px, pw, py}) EXPECT_FALSE(at(packed, p).gaps);
+  EXPECT_TRUE(at(packed, py).whole);
+  EXPECT_FALSE(at(packed, px).whole);  // read, not written
+  EXPECT_EQ(packed.operands.back().bytes, 0u);  // the workspace's extent is its own
+
+  const OpDesc strided = forward(padded, false);
+  EXPECT_EQ(at(strided, py).bytes, 4ull * ((N - 1) * K * H * kRow + (K - 1) * H * kRow + (H - 1) * kRow + W));
+  EXPECT_TRUE(at(strided, py).gaps);
+  EXPECT_FALSE(at(strided, py).whole);
+  EXPECT_EQ(strided.bytes, packed.bytes);  // the work counts elements, not the span
+
+  const OpDesc accumulated = forward(y, true);
+  EXPECT_EQ(at(accumulated, py).access, Access::kReadWrite);
+  EXPECT_EQ(at(accumulated, py).bytes, kYBytes);
+  EXPECT_FALSE(at(accumulated, py).whole);
+
+  OpDesc unreadable = ConvOp("fwd", 0, {px, pw}, py, false, nullptr, 0, 1);
+  ConvWork(CudaApi{}, x, w, y, {px, pw, py}, ConvOutput::kY, false, &unreadable);
+  for (const Operand& o : unreadable.operands) EXPECT_EQ(o.bytes, 0u);
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyTensorDescriptor(padded);
   cudnnDestroyFilterDescriptor(w);
 }
 
@@ -128,12 +188,18 @@ TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
   EXPECT_EQ(Of(fwd, 0xc000), Access::kWrite);
   EXPECT_TRUE(Workspace(fwd));
   EXPECT_EQ(fwd.operands.size(), 4u);
+  EXPECT_EQ(fwd.operands[0].bytes, kXBytes);  // the extents, from the tensors' dimensions and strides
+  EXPECT_EQ(fwd.operands[1].bytes, kWBytes);
+  EXPECT_EQ(fwd.operands[2].bytes, kYBytes);
+  EXPECT_TRUE(fwd.operands[2].whole);
+  EXPECT_FALSE(fwd.operands[2].gaps);
   EXPECT_EQ(fwd.flops, kFlops);
   EXPECT_EQ(fwd.bytes, kXBytes + kWBytes + kYBytes);
   EXPECT_STREQ(fwd.dtype, "float32");
 
   const OpDesc data = BackendOp(api_, Plan({Spec(simcuda_graph::kBackwardData, 1.0)}), pack.d);
   EXPECT_EQ(Of(data, 0xa000), Access::kReadWrite);  // dx accumulates: beta = 1
+  EXPECT_FALSE(data.operands[0].whole);
   EXPECT_EQ(Of(data, 0xb000), Access::kRead);
   EXPECT_EQ(Of(data, 0xc000), Access::kRead);
   EXPECT_EQ(data.bytes, 2 * kXBytes + kWBytes + kYBytes);
