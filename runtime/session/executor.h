@@ -35,10 +35,10 @@ namespace karma::rt {
 // buffer its launches use is copied to the host, the bytes a discard would destroy (the targets' bytes in whole
 // pages of their move ranges) are overwritten with their complement, the launches run, and every buffer must come
 // out bit-identical (targets rebuilt to the values they hold, inputs and side outputs untouched): a launch that
-// leaves part of a target as it was fails. Otherwise the buffers are
-// restored from the copies, the recompute is rejected (its targets are swapped from then on) and the session
-// is asked for a new plan without those ops. Outputs whose recorded memory the application has freed meanwhile
-// are redirected to scratch memory of the executor's own.
+// leaves part of a target as it was fails. Otherwise the buffers are restored from the copies, the recompute is
+// rejected (its targets are swapped from then on) and the session is asked for a new plan without those ops.
+// Outputs whose recorded memory the application has freed meanwhile are redirected to scratch memory of the
+// executor's own.
 //
 // Measurements (the exit summary and the live view): bytes moved, recomputed launches, "faults" — reads of a
 // buffer the executor had moved off the device and not brought back, which demand paging serves — prefetch

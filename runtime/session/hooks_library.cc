@@ -57,12 +57,12 @@ OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, const void* x, c
                                                           : rt::CudnnTensorType(api, y_desc);
   const bool accumulate = !rt::CudnnBetaIsZero(beta, output_type);
   const uint64_t shape = rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo));
-  // The two tensors it reads, in the order of the call's arguments, and the one it writes.
-  const void* first = written == rt::ConvOutput::kX ? w : x;
-  const void* second = written == rt::ConvOutput::kY ? w : y;
-  void* out = const_cast<void*>(written == rt::ConvOutput::kW ? w : written == rt::ConvOutput::kX ? x : y);
-  OpDesc d = rt::ConvOp(name, rt::KeyOf(stream), {first, second}, out, accumulate, workspace, workspace_bytes, shape);
-  rt::ConvWork(api, x_desc, w_desc, y_desc, {x, w, y}, written, accumulate, &d);
+  // ConvOutput numbers the three tensors: it writes data[written] and reads the other two, in the call's order.
+  const void* const data[3] = {x, w, y};
+  const int out = static_cast<int>(written);
+  OpDesc d = rt::ConvOp(name, rt::KeyOf(stream), {data[out == 0 ? 1 : 0], data[out == 2 ? 1 : 2]},
+                        const_cast<void*>(data[out]), accumulate, workspace, workspace_bytes, shape);
+  rt::ConvWork(api, x_desc, w_desc, y_desc, data, written, accumulate, &d);
   return d;
 }
 

@@ -198,13 +198,15 @@ ConvTensor MakeTensor(const int64_t* dims, const int64_t* strides, int n, int ty
   ConvTensor t{Elements(dims, n), n > 0 && dims[0] > 0 ? static_cast<uint64_t>(dims[0]) : 0, type};
   if (t.elements == 0) return t;
   // Without strides the layout is packed. A negative stride leaves the span unknown.
-  uint64_t last = 0;
-  for (int i = 0; i < n; ++i) {
-    if (strides == nullptr) break;
-    if (strides[i] < 0) return t;
-    last += static_cast<uint64_t>(dims[i] - 1) * static_cast<uint64_t>(strides[i]);
+  uint64_t elements = t.elements;
+  if (strides != nullptr) {
+    uint64_t last = 0;
+    for (int i = 0; i < n; ++i) {
+      if (strides[i] < 0) return t;
+      last += static_cast<uint64_t>(dims[i] - 1) * static_cast<uint64_t>(strides[i]);
+    }
+    elements = last + 1;
   }
-  const uint64_t elements = strides == nullptr ? t.elements : last + 1;
   t.span = elements * static_cast<uint64_t>(CudnnTypeBytes(type));
   t.gaps = elements != t.elements;
   return t;

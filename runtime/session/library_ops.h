@@ -45,7 +45,8 @@ int CudnnFilterType(const CudaApi& api, cudnnFilterDescriptor_t desc);
 OpDesc ConvOp(const char* name, StreamKey stream, std::initializer_list<const void*> inputs, void* output,
               bool accumulate, void* workspace, size_t workspace_bytes, uint64_t shape);
 
-// Which of a convolution's three tensors a call writes: x (backward data), w (backward filter), y (forward).
+// Which of a convolution's three tensors a call writes: x (backward data), w (backward filter), y (forward); the
+// value is the tensor's index in the order x, w, y.
 enum class ConvOutput : uint8_t { kX, kW, kY };
 // A legacy convolution's work from its descriptors (x-shaped, filter, y-shaped): 2 * |y| * |w| / K flops, the
 // three tensors' bytes (the output's twice when it accumulates) and the data type; and the extent of the operands

@@ -128,8 +128,8 @@ class Session {
   void UpdateUsage();
   bool WantRecording() const;
   uint32_t CaptureSite();
-  // A pointer operand found in an op, with its direction when the API defines it.
-  // An operand (a kernel's pointer parameter: kTouch, extent unknown) and the buffer it points into.
+  // A pointer operand found in an op (a kernel's pointer parameter: kTouch, extent unknown; a library call's with
+  // the direction and extent its API states) and the buffer it points into.
   struct Touch {
     Operand operand;
     BufferEntry buffer;
