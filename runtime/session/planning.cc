@@ -10,6 +10,7 @@
 #include "policy/plan_io.h"
 #include "policy/strategies.h"
 #include "runtime/common/log.h"
+#include "runtime/common/units.h"
 #include "runtime/session/arena.h"
 #include "runtime/trace/analysis.h"
 #include "solver/plan_cache.h"
@@ -92,6 +93,14 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
+  for (trace::OpId op = 0; op < in.working_set.size(); ++op) {
+    if (!in.Paged(op)) continue;
+    out.paged_ops++;
+    if (in.working_set[op] > out.largest_op_bytes) {
+      out.largest_op = op;
+      out.largest_op_bytes = in.working_set[op];
+    }
+  }
   if (!req.ilp && !out.path.empty() && ::access(out.path.c_str(), R_OK) == 0) {
     auto cached = policy::ReadPlanFile(out.path);
     if (cached.ok() && cached->fingerprint == out.key && policy::CheckPlanShape(*cached, planning).ok()) {
@@ -137,6 +146,22 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
     }
   }
   return out;
+}
+
+std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration& it, uint64_t capacity,
+                             uint64_t device_bytes) {
+  if (outcome.paged_ops == 0 || outcome.largest_op >= it.ops.size()) return {};
+  const std::string others =
+      outcome.paged_ops > 1 ? fmt::format(" (and {} more ops larger than the budget)", outcome.paged_ops - 1) : "";
+  const std::string remedy =
+      device_bytes == 0 || outcome.largest_op_bytes <= device_bytes
+          ? fmt::format("KARMA_CAPACITY={} or more, or a smaller batch, avoids that",
+                        FormatBytes(outcome.largest_op_bytes))
+          : fmt::format("the device has {}: a smaller batch avoids that", FormatBytes(device_bytes));
+  return fmt::format("op {} ({}) alone uses {}, more than the budget {}{}: no plan keeps its data on the device, so "
+                     "it runs with demand paging in every iteration; {}",
+                     outcome.largest_op, it.ops[outcome.largest_op].name, FormatBytes(outcome.largest_op_bytes),
+                     FormatBytes(capacity), others, remedy);
 }
 
 }  // namespace karma::rt

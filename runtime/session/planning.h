@@ -40,7 +40,17 @@ struct PlanOutcome {
   double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
   double incore_s = 0;     // the iteration's own ops back to back
   bool improves = true;    // false when the request's improve_on_s is set and this plan is not faster than it
+  // Ops whose own buffers exceed the capacity: no plan keeps them on the device, they run with demand paging.
+  uint32_t paged_ops = 0;
+  trace::OpId largest_op = trace::kNone;  // the one that uses the most, with its bytes
+  uint64_t largest_op_bytes = 0;
 };
+
+// What a user reads when some ops are larger than the budget (PlanOutcome::paged_ops > 0): which, by how much,
+// and what would avoid it (a larger KARMA_CAPACITY where the device has the memory, else a smaller batch); empty
+// when there are none. `device_bytes` is the device's memory, 0 when unknown.
+std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration& it, uint64_t capacity,
+                             uint64_t device_bytes);
 
 // What the planner sees: the recorded iteration with every buffer of a 2 MiB page or more rounded up to whole
 // pages (the arena gives large buffers whole pages, and residency moves by page), so that a plan within the

@@ -828,6 +828,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       fail(outcome.status().message());
       return;
     }
+    if (const std::string paged = DescribePagedOps(*outcome, rec->it, capacity, stats_->device_total_bytes.load(std::memory_order_relaxed));
+        !paged.empty() && !paged_reported_) {
+      KARMA_LOG(kWarn, "{}", paged);
+      paged_reported_ = true;
+    }
     if (outcome->reused) {
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {

@@ -215,6 +215,34 @@ TEST(MakeRuntimePlan, PlannerIIsPlanIsSavedOnlyWhenFasterThanAsked) {
   std::filesystem::remove_all(dir);
 }
 
+// Ops whose own buffers exceed the budget are counted and the largest is named, with what would avoid paging it.
+TEST(MakeRuntimePlan, NamesTheLargestOpThatExceedsTheBudget) {
+  const RecordedIteration rec = FiveOps(false);
+  PlanRequest req;
+  req.recorded = &rec;
+  req.profile = policy::DefaultProfile();
+  req.capacity = 16u << 20;  // everything fits
+  auto roomy = MakeRuntimePlan(req);
+  ASSERT_TRUE(roomy.ok()) << roomy.status().message();
+  EXPECT_EQ(roomy->paged_ops, 0u);
+  EXPECT_EQ(DescribePagedOps(*roomy, rec.it, req.capacity, 0), "");
+  // Ops 1 (reads buffer 0, writes buffer 1) and 4 (reads both) use 8 MiB each; the others 4 MiB.
+  req.capacity = 6u << 20;
+  auto tight = MakeRuntimePlan(req);
+  ASSERT_TRUE(tight.ok()) << tight.status().message();
+  EXPECT_EQ(tight->paged_ops, 2u);
+  EXPECT_EQ(tight->largest_op, 1u);
+  EXPECT_EQ(tight->largest_op_bytes, 8u << 20);
+  const std::string line = DescribePagedOps(*tight, rec.it, req.capacity, 16u << 20);
+  EXPECT_NE(line.find("op 1 (k1) alone uses 8.00 MiB, more than the budget 6.00 MiB (and 1 more"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("KARMA_CAPACITY=8.00 MiB or more"), std::string::npos) << line;
+  // A device smaller than the op: only a smaller batch helps.
+  const std::string small = DescribePagedOps(*tight, rec.it, req.capacity, 7u << 20);
+  EXPECT_EQ(small.find("KARMA_CAPACITY"), std::string::npos) << small;
+  EXPECT_NE(small.find("the device has 7.00 MiB: a smaller batch"), std::string::npos) << small;
+}
+
 // An empty karma plan over managed memory with `capacity` bytes.
 policy::Plan ManagedPlan(uint64_t capacity) {
   policy::Plan plan;
