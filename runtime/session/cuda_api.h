@@ -60,7 +60,21 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudnn, cudnnGetFilterNdDescriptor)    \
   X(kCudnn, cudnnBackendGetAttribute)      \
   X(kCudnn, cudnnBackendCreateDescriptor)  \
-  X(kCudnn, cudnnBackendDestroyDescriptor)
+  X(kCudnn, cudnnBackendDestroyDescriptor) \
+  X(kCudnn, cudnnCreateTensorDescriptor)   \
+  X(kCudnn, cudnnSetTensorNdDescriptor)    \
+  X(kCudnn, cudnnDestroyTensorDescriptor)  \
+  X(kCudnn, cudnnCreateFilterDescriptor)   \
+  X(kCudnn, cudnnSetFilterNdDescriptor)    \
+  X(kCudnn, cudnnDestroyFilterDescriptor)  \
+  X(kCudnn, cudnnCreateConvolutionDescriptor) \
+  X(kCudnn, cudnnGetConvolutionNdDescriptor) \
+  X(kCudnn, cudnnSetConvolutionNdDescriptor) \
+  X(kCudnn, cudnnGetConvolutionMathType)   \
+  X(kCudnn, cudnnSetConvolutionMathType)   \
+  X(kCudnn, cudnnGetConvolutionGroupCount) \
+  X(kCudnn, cudnnSetConvolutionGroupCount) \
+  X(kCudnn, cudnnDestroyConvolutionDescriptor)
 
 namespace karma::rt {
 

@@ -1,6 +1,7 @@
 // Hook handlers for cuBLAS GEMMs and cuDNN convolutions: one op each, with the exact operands the API names
 // (reads, writes, workspace), instead of the kernels the library launches internally (those calls pass
-// through: the re-entry guard is set while a library call runs).
+// through: the re-entry guard is set while a library call runs). GEMMs and legacy forward convolutions can be
+// issued again (recompute).
 #include <array>
 #include <cstring>
 
@@ -180,8 +181,25 @@ cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHand
                     y);
       },
       [&](Session* s) {
-        return Conv(s, "cudnnConvolutionForward", handle, x, w, y, rt::ConvOutput::kY, beta, workSpace,
-                    workSpaceSizeInBytes, convDesc, algo, xDesc, wDesc, yDesc);
+        OpDesc d = Conv(s, "cudnnConvolutionForward", handle, x, w, y, rt::ConvOutput::kY, beta, workSpace,
+                        workSpaceSizeInBytes, convDesc, algo, xDesc, wDesc, yDesc);
+        // A recompute issues it again with copies of the descriptors as they are now (the application's may be
+        // gone by then) and the scaling factors' values (host memory, double for double tensors).
+        const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
+        const int type = rt::CudnnTensorType(api, yDesc);
+        auto desc = rt::ConvDescriptors::Copy(api, xDesc, wDesc, convDesc, yDesc);
+        if (desc != nullptr && type >= 0 && alpha != nullptr && beta != nullptr) {
+          const size_t bytes = type == CUDNN_DATA_DOUBLE ? 8 : 4;
+          std::array<unsigned char, 8> a{}, b{};
+          std::memcpy(a.data(), alpha, bytes);
+          std::memcpy(b.data(), beta, bytes);
+          d.relaunch = [=](const rt::AddressMap& map) {
+            return real(handle, a.data(), desc->x, Map(map, x), desc->w, Map(map, w), desc->conv, algo,
+                        Map(map, workSpace), workSpaceSizeInBytes, b.data(), desc->y, Map(map, y)) ==
+                   CUDNN_STATUS_SUCCESS;
+          };
+        }
+        return d;
       });
 }
 

@@ -131,6 +131,67 @@ int CudnnTensorType(const CudaApi& api, cudnnTensorDescriptor_t desc) {
   return static_cast<int>(t);
 }
 
+bool ConvDescriptors::CopyTensor(const CudaApi& api, cudnnTensorDescriptor_t from, cudnnTensorDescriptor_t* to) {
+  cudnnDataType_t t;
+  int nb = 0, dims[CUDNN_DIM_MAX], strides[CUDNN_DIM_MAX];
+  return api.cudnnGetTensorNdDescriptor(from, CUDNN_DIM_MAX, &t, &nb, dims, strides) == CUDNN_STATUS_SUCCESS &&
+         api.cudnnCreateTensorDescriptor(to) == CUDNN_STATUS_SUCCESS &&
+         api.cudnnSetTensorNdDescriptor(*to, t, nb, dims, strides) == CUDNN_STATUS_SUCCESS;
+}
+
+std::shared_ptr<const ConvDescriptors> ConvDescriptors::Copy(const CudaApi& api, cudnnTensorDescriptor_t x,
+                                                             cudnnFilterDescriptor_t w,
+                                                             cudnnConvolutionDescriptor_t conv,
+                                                             cudnnTensorDescriptor_t y) {
+  const bool have = api.cudnnGetTensorNdDescriptor && api.cudnnCreateTensorDescriptor &&
+                    api.cudnnSetTensorNdDescriptor && api.cudnnDestroyTensorDescriptor &&
+                    api.cudnnGetFilterNdDescriptor && api.cudnnCreateFilterDescriptor &&
+                    api.cudnnSetFilterNdDescriptor && api.cudnnDestroyFilterDescriptor &&
+                    api.cudnnGetConvolutionNdDescriptor && api.cudnnCreateConvolutionDescriptor &&
+                    api.cudnnSetConvolutionNdDescriptor && api.cudnnDestroyConvolutionDescriptor &&
+                    api.cudnnGetConvolutionMathType && api.cudnnSetConvolutionMathType &&
+                    api.cudnnGetConvolutionGroupCount && api.cudnnSetConvolutionGroupCount;
+  if (!have || x == nullptr || w == nullptr || conv == nullptr || y == nullptr) return nullptr;
+  std::shared_ptr<ConvDescriptors> c(new ConvDescriptors());  // its destructor frees what was made
+  c->destroy_tensor_ = api.cudnnDestroyTensorDescriptor;
+  c->destroy_filter_ = api.cudnnDestroyFilterDescriptor;
+  c->destroy_conv_ = api.cudnnDestroyConvolutionDescriptor;
+  if (!c->CopyTensor(api, x, &c->x) || !c->CopyTensor(api, y, &c->y)) return nullptr;
+
+  cudnnDataType_t t;
+  cudnnTensorFormat_t format;
+  int nb = 0, dims[CUDNN_DIM_MAX];
+  if (api.cudnnGetFilterNdDescriptor(w, CUDNN_DIM_MAX, &t, &format, &nb, dims) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnCreateFilterDescriptor(&c->w) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnSetFilterNdDescriptor(c->w, t, format, nb, dims) != CUDNN_STATUS_SUCCESS) {
+    return nullptr;
+  }
+
+  int length = 0, pad[CUDNN_DIM_MAX], stride[CUDNN_DIM_MAX], dilation[CUDNN_DIM_MAX], groups = 1;
+  cudnnConvolutionMode_t mode;
+  cudnnDataType_t compute;
+  cudnnMathType_t math;
+  if (api.cudnnGetConvolutionNdDescriptor(conv, CUDNN_DIM_MAX, &length, pad, stride, dilation, &mode, &compute) !=
+          CUDNN_STATUS_SUCCESS ||
+      api.cudnnGetConvolutionMathType(conv, &math) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnGetConvolutionGroupCount(conv, &groups) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnCreateConvolutionDescriptor(&c->conv) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnSetConvolutionNdDescriptor(c->conv, length, pad, stride, dilation, mode, compute) !=
+          CUDNN_STATUS_SUCCESS ||
+      api.cudnnSetConvolutionMathType(c->conv, math) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnSetConvolutionGroupCount(c->conv, groups) != CUDNN_STATUS_SUCCESS) {
+    return nullptr;
+  }
+  return c;
+}
+
+ConvDescriptors::~ConvDescriptors() {
+  if (x != nullptr) destroy_tensor_(x);
+  if (y != nullptr) destroy_tensor_(y);
+  if (w != nullptr) destroy_filter_(w);
+  if (conv != nullptr) destroy_conv_(conv);
+}
+
 int CudnnFilterType(const CudaApi& api, cudnnFilterDescriptor_t desc) {
   if (api.cudnnGetFilterNdDescriptor == nullptr || desc == nullptr) return -1;
   cudnnDataType_t t;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/ops.h"
@@ -55,6 +56,32 @@ enum class ConvOutput : uint8_t { kX, kW, kY };
 // descriptor cannot be read.
 void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t y,
               const void* const (&data)[3], ConvOutput output, bool accumulate, OpDesc* d);
+
+// Copies of a legacy convolution's descriptors (x-shaped tensor, filter, convolution with its math type and group
+// count, y-shaped tensor), owned by the copy: a recompute issues the convolution again after the application may
+// have changed or destroyed its own. Null when a descriptor cannot be read or made (a missing symbol, a failed
+// call); nothing is left behind then.
+class ConvDescriptors {
+ public:
+  static std::shared_ptr<const ConvDescriptors> Copy(const CudaApi& api, cudnnTensorDescriptor_t x,
+                                                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                                     cudnnTensorDescriptor_t y);
+  ~ConvDescriptors();
+  ConvDescriptors(const ConvDescriptors&) = delete;
+  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+ private:
+  ConvDescriptors() = default;
+  bool CopyTensor(const CudaApi& api, cudnnTensorDescriptor_t from, cudnnTensorDescriptor_t* to);
+  // The destroy functions, kept by value: the copy may outlive the table it was made with.
+  decltype(&::cudnnDestroyTensorDescriptor) destroy_tensor_ = nullptr;
+  decltype(&::cudnnDestroyFilterDescriptor) destroy_filter_ = nullptr;
+  decltype(&::cudnnDestroyConvolutionDescriptor) destroy_conv_ = nullptr;
+};
 
 // cudnnBackendExecute. The plan's operation graph is read back through cudnnBackendGetAttribute (plan -> engine
 // configuration -> engine -> graph -> operations -> tensors' unique ids, each into a descriptor created for the

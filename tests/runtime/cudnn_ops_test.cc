@@ -3,6 +3,8 @@
 #include <cudnn.h>
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -22,6 +24,20 @@ CudaApi Api() {
   api.cudnnBackendGetAttribute = &cudnnBackendGetAttribute;
   api.cudnnBackendCreateDescriptor = &cudnnBackendCreateDescriptor;
   api.cudnnBackendDestroyDescriptor = &cudnnBackendDestroyDescriptor;
+  api.cudnnCreateTensorDescriptor = &cudnnCreateTensorDescriptor;
+  api.cudnnSetTensorNdDescriptor = &cudnnSetTensorNdDescriptor;
+  api.cudnnDestroyTensorDescriptor = &cudnnDestroyTensorDescriptor;
+  api.cudnnCreateFilterDescriptor = &cudnnCreateFilterDescriptor;
+  api.cudnnSetFilterNdDescriptor = &cudnnSetFilterNdDescriptor;
+  api.cudnnDestroyFilterDescriptor = &cudnnDestroyFilterDescriptor;
+  api.cudnnCreateConvolutionDescriptor = &cudnnCreateConvolutionDescriptor;
+  api.cudnnGetConvolutionNdDescriptor = &cudnnGetConvolutionNdDescriptor;
+  api.cudnnSetConvolutionNdDescriptor = &cudnnSetConvolutionNdDescriptor;
+  api.cudnnGetConvolutionMathType = &cudnnGetConvolutionMathType;
+  api.cudnnSetConvolutionMathType = &cudnnSetConvolutionMathType;
+  api.cudnnGetConvolutionGroupCount = &cudnnGetConvolutionGroupCount;
+  api.cudnnSetConvolutionGroupCount = &cudnnSetConvolutionGroupCount;
+  api.cudnnDestroyConvolutionDescriptor = &cudnnDestroyConvolutionDescriptor;
   return api;
 }
 
@@ -118,6 +134,67 @@ TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheWork) {
   cudnnDestroyTensorDescriptor(x);
   cudnnDestroyTensorDescriptor(y);
   cudnnDestroyFilterDescriptor(w);
+}
+
+// A recompute issues a legacy convolution with copies of its descriptors: the copies describe the same
+// convolution (math type and group count included) and give the same output after the originals are destroyed.
+TEST_F(CudnnOpsTest, DescriptorCopiesOutliveTheOriginalsAndGiveTheSameConvolution) {
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreateConvolutionDescriptor(&conv), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), CUDNN_STATUS_SUCCESS);
+
+  std::vector<float> hx(N * C * H * W), hw(K * C * 9);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7) % 13) - 6.0f;
+  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>((i * 5) % 11) * 0.25f - 1.0f;
+  void *vx = nullptr, *vw = nullptr, *vy = nullptr;
+  ASSERT_EQ(cudaMalloc(&vx, kXBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&vw, kWBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&vy, kYBytes), cudaSuccess);
+  float *dx = static_cast<float*>(vx), *dw = static_cast<float*>(vw), *dy = static_cast<float*>(vy);
+  ASSERT_EQ(cudaMemcpy(dx, hx.data(), kXBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dw, hw.data(), kWBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  const float one = 1, zero = 0;
+  auto run = [&](cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
+                 cudnnTensorDescriptor_t yd) {
+    EXPECT_EQ(cudaMemset(dy, 0xff, kYBytes), cudaSuccess);
+    EXPECT_EQ(cudnnConvolutionForward(h_, &one, xd, dx, wd, dw, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr,
+                                      0, &zero, yd, dy),
+              CUDNN_STATUS_SUCCESS);
+    std::vector<float> out(N * K * H * W);
+    EXPECT_EQ(cudaMemcpy(out.data(), dy, kYBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  };
+  const std::vector<float> original = run(x, w, conv, y);
+
+  auto copy = ConvDescriptors::Copy(api_, x, w, conv, y);
+  ASSERT_NE(copy, nullptr);
+  cudnnMathType_t math;
+  ASSERT_EQ(cudnnGetConvolutionMathType(copy->conv, &math), CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(math, CUDNN_FMA_MATH);
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyFilterDescriptor(w);
+  cudnnDestroyConvolutionDescriptor(conv);
+  EXPECT_EQ(run(copy->x, copy->w, copy->conv, copy->y), original);
+  EXPECT_NE(original[0], 0.0f);
+
+  // Without the symbols to make descriptors, there is no copy (and no recompute of the call).
+  CudaApi partial = api_;
+  partial.cudnnSetConvolutionGroupCount = nullptr;
+  EXPECT_EQ(ConvDescriptors::Copy(partial, copy->x, copy->w, copy->conv, copy->y), nullptr);
+  cudaFree(dx);
+  cudaFree(dw);
+  cudaFree(dy);
 }
 
 // The extent of each operand follows its descriptor: packed tensors span their elements, a strided one (rows
