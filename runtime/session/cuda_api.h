@@ -61,6 +61,8 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudnn, cudnnBackendGetAttribute)      \
   X(kCudnn, cudnnBackendCreateDescriptor)  \
   X(kCudnn, cudnnBackendDestroyDescriptor) \
+  X(kCudnn, cudnnBackendSetAttribute)      \
+  X(kCudnn, cudnnBackendFinalize)          \
   X(kCudnn, cudnnCreateTensorDescriptor)   \
   X(kCudnn, cudnnSetTensorNdDescriptor)    \
   X(kCudnn, cudnnDestroyTensorDescriptor)  \

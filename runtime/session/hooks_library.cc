@@ -1,7 +1,7 @@
 // Hook handlers for cuBLAS GEMMs and cuDNN convolutions: one op each, with the exact operands the API names
 // (reads, writes, workspace), instead of the kernels the library launches internally (those calls pass
-// through: the re-entry guard is set while a library call runs). GEMMs and legacy forward convolutions can be
-// issued again (recompute).
+// through: the re-entry guard is set while a library call runs). GEMMs and convolutions can be issued again
+// (recompute).
 #include <array>
 #include <cstring>
 
@@ -253,6 +253,24 @@ cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t han
           d.stream = rt::KeyOf(stream);
         }
         d.shape = rt::HashMix(d.shape, rt::AddressOf(executionPlan));
+        // A graph whose directions are known can be issued again (recompute) with a plan of the session's own, made
+        // once per graph: the application may destroy its plan, or make another at the same address.
+        rt::VariantPack pack;
+        if (d.flops > 0 && rt::ReadVariantPack(api, variantPack, &pack) && !pack.uids.empty() &&
+            pack.uids.size() == pack.pointers.size()) {
+          uint64_t graph = rt::HashMix(d.shape, d.flops);
+          for (const rt::Operand& o : d.operands) {
+            graph = rt::HashMix(graph, (o.bytes << 3) ^ (static_cast<uint64_t>(o.access) << 1) ^ (o.gaps ? 1 : 0));
+          }
+          if (auto copy = rt::BackendPlanCopy::For(api, handle, executionPlan, graph)) {
+            d.relaunch = [=](const rt::AddressMap& map) {
+              rt::VariantPack now = pack;
+              for (void*& p : now.pointers) p = Map(map, p);
+              now.workspace = Map(map, now.workspace);
+              return copy->Execute(real, handle, now);
+            };
+          }
+        }
         return d;
       });
 }

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -365,21 +368,26 @@ class Scratch {
 
 // The three convolution operation types: their beta and their x-shaped, filter and y-shaped tensors.
 struct ConvOpNames {
+  // The op's name in a trace: the call, and the pass, which tells the planner what layer it is.
+  const char* op_name;
   cudnnBackendDescriptorType_t type;
   cudnnBackendAttributeName_t beta;
   cudnnBackendAttributeName_t tensors[3];
   int output;  // index into tensors
 };
 constexpr ConvOpNames kConvOps[] = {
-    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+    {"cudnnBackendExecute (convolution forward)", CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
      {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
      2},
-    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+    {"cudnnBackendExecute (convolution backward data)", CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
      0},
-    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+    {"cudnnBackendExecute (convolution backward filter)",
+     CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
      1},
@@ -471,6 +479,7 @@ bool BackendRoles(const CudaApi& api, cudnnBackendDescriptor_t plan, std::vector
     d->flops = work.flops;
     d->bytes = work.bytes;
     d->dtype = work.dtype;
+    d->name = names.op_name;
     return true;
   }
   return false;
@@ -490,43 +499,113 @@ void ConvWork(const CudaApi& api, cudnnTensorDescriptor_t x, cudnnFilterDescript
   for (int i = 0; i < 3; ++i) StateExtent(d, data[i], t[i]);
 }
 
+bool ReadVariantPack(const CudaApi& api, cudnnBackendDescriptor_t pack, VariantPack* out) {
+  *out = {};
+  if (api.cudnnBackendGetAttribute == nullptr || pack == nullptr) return false;
+  constexpr int64_t kMaxPointers = 64;
+  void* pointers[kMaxPointers] = {};
+  int64_t ids[kMaxPointers] = {};
+  int64_t count = 0, n_ids = 0, n_ws = 0;
+  if (api.cudnnBackendGetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, kMaxPointers,
+                                   &count, pointers) != CUDNN_STATUS_SUCCESS) {
+    count = 0;
+  }
+  if (api.cudnnBackendGetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, kMaxPointers, &n_ids,
+                                   ids) != CUDNN_STATUS_SUCCESS) {
+    n_ids = 0;
+  }
+  out->pointers.assign(pointers, pointers + std::clamp<int64_t>(count, 0, kMaxPointers));
+  out->uids.assign(ids, ids + std::clamp<int64_t>(n_ids, 0, kMaxPointers));
+  if (api.cudnnBackendGetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &n_ws,
+                                   &out->workspace) != CUDNN_STATUS_SUCCESS ||
+      n_ws != 1) {
+    out->workspace = nullptr;
+  }
+  return true;
+}
+
+std::shared_ptr<const BackendPlanCopy> BackendPlanCopy::For(const CudaApi& api, cudnnHandle_t handle,
+                                                            cudnnBackendDescriptor_t plan, uint64_t graph) {
+  if (api.cudnnBackendCreateDescriptor == nullptr || api.cudnnBackendDestroyDescriptor == nullptr ||
+      api.cudnnBackendSetAttribute == nullptr || api.cudnnBackendFinalize == nullptr ||
+      api.cudnnBackendGetAttribute == nullptr || plan == nullptr) {
+    return nullptr;
+  }
+  struct Key {
+    cudnnHandle_t handle;
+    cudnnBackendDescriptor_t plan;
+    uint64_t graph;
+    bool operator<(const Key& o) const { return std::tie(handle, plan, graph) < std::tie(o.handle, o.plan, o.graph); }
+  };
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<const BackendPlanCopy>> copies;  // failures are kept too (null)
+  constexpr size_t kMaxCopies = 512;
+  const Key key{handle, plan, graph};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = copies.find(key); it != copies.end()) return it->second;
+  if (copies.size() >= kMaxCopies) copies.clear();  // closures that hold a copy keep it alive
+
+  std::shared_ptr<BackendPlanCopy> c(new BackendPlanCopy());
+  c->create_ = api.cudnnBackendCreateDescriptor;
+  c->set_ = api.cudnnBackendSetAttribute;
+  c->finalize_ = api.cudnnBackendFinalize;
+  c->destroy_ = api.cudnnBackendDestroyDescriptor;
+  Scratch s(api);
+  cudnnBackendDescriptor_t cfg =
+      s.Child(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  if (cfg == nullptr ||
+      api.cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &c->plan_) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnBackendSetAttribute(c->plan_, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) !=
+          CUDNN_STATUS_SUCCESS ||
+      api.cudnnBackendSetAttribute(c->plan_, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                   &cfg) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnBackendFinalize(c->plan_) != CUDNN_STATUS_SUCCESS) {
+    c.reset();
+  }
+  copies.emplace(key, c);
+  return c;
+}
+
+BackendPlanCopy::~BackendPlanCopy() {
+  if (plan_ != nullptr) destroy_(plan_);
+}
+
+bool BackendPlanCopy::Execute(decltype(&::cudnnBackendExecute) execute, cudnnHandle_t handle,
+                              const VariantPack& pack) const {
+  cudnnBackendDescriptor_t vp = nullptr;
+  if (create_(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp) != CUDNN_STATUS_SUCCESS) return false;
+  void* workspace = pack.workspace;
+  const auto n = static_cast<int64_t>(pack.uids.size());
+  const bool ok =
+      set_(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, pack.uids.data()) == CUDNN_STATUS_SUCCESS &&
+      set_(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pack.pointers.data()) ==
+          CUDNN_STATUS_SUCCESS &&
+      set_(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace) == CUDNN_STATUS_SUCCESS &&
+      finalize_(vp) == CUDNN_STATUS_SUCCESS && execute(handle, plan_, vp) == CUDNN_STATUS_SUCCESS;
+  destroy_(vp);
+  return ok;
+}
+
 OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack) {
   OpDesc d;
   d.kind = trace::OpKind::kLibrary;
   d.name = "cudnnBackendExecute";
-  if (api.cudnnBackendGetAttribute == nullptr || variant_pack == nullptr) return d;
-  constexpr int64_t kMaxPointers = 64;
-  void* pointers[kMaxPointers] = {};
-  int64_t ids[kMaxPointers] = {};
-  int64_t count = 0, n_ids = 0;
-  if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                   kMaxPointers, &count, pointers) != CUDNN_STATUS_SUCCESS) {
-    count = 0;
-  }
-  if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, kMaxPointers,
-                                   &n_ids, ids) != CUDNN_STATUS_SUCCESS) {
-    n_ids = 0;
-  }
+  VariantPack pack;
+  if (!ReadVariantPack(api, variant_pack, &pack)) return d;
   std::vector<BackendRole> roles;
-  if (n_ids != count || !BackendRoles(api, plan, &roles, &d)) roles.clear();
+  if (pack.uids.size() != pack.pointers.size() || !BackendRoles(api, plan, &roles, &d)) roles.clear();
   uint64_t h = kHashSeed;
-  for (int64_t i = 0; i < n_ids && i < kMaxPointers; ++i) h = HashMix(h, static_cast<uint64_t>(ids[i]));
-  for (int64_t i = 0; i < count && i < kMaxPointers; ++i) {
+  for (int64_t uid : pack.uids) h = HashMix(h, static_cast<uint64_t>(uid));
+  for (size_t i = 0; i < pack.pointers.size(); ++i) {
     const BackendRole* role = nullptr;
     for (const BackendRole& r : roles) {
-      if (i < n_ids && r.uid == ids[i]) role = &r;
+      if (i < pack.uids.size() && r.uid == pack.uids[i]) role = &r;
     }
-    d.operands.push_back({AddressOf(pointers[i]), role != nullptr ? role->access : Access::kTouch, false});
-    if (role != nullptr) StateExtent(&d, pointers[i], role->tensor);
+    d.operands.push_back({AddressOf(pack.pointers[i]), role != nullptr ? role->access : Access::kTouch, false});
+    if (role != nullptr) StateExtent(&d, pack.pointers[i], role->tensor);
   }
   d.shape = h;
-  void* workspace = nullptr;
-  int64_t n_ws = 0;
-  if (api.cudnnBackendGetAttribute(variant_pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &n_ws,
-                                   &workspace) == CUDNN_STATUS_SUCCESS &&
-      n_ws == 1 && workspace != nullptr) {
-    d.operands.push_back({AddressOf(workspace), Access::kReadWrite, true});
-  }
+  if (pack.workspace != nullptr) d.operands.push_back({AddressOf(pack.workspace), Access::kReadWrite, true});
   return d;
 }
 

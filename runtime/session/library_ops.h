@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/ops.h"
@@ -81,6 +82,40 @@ class ConvDescriptors {
   decltype(&::cudnnDestroyTensorDescriptor) destroy_tensor_ = nullptr;
   decltype(&::cudnnDestroyFilterDescriptor) destroy_filter_ = nullptr;
   decltype(&::cudnnDestroyConvolutionDescriptor) destroy_conv_ = nullptr;
+};
+
+// A variant pack's contents: the unique ids, the data pointers (the same number when both could be read; each
+// list is empty when it cannot be), and the workspace (null when none).
+struct VariantPack {
+  std::vector<int64_t> uids;
+  std::vector<void*> pointers;
+  void* workspace = nullptr;
+};
+// False without cudnnBackendGetAttribute or a pack; otherwise fills what can be read (64 pointers at most).
+bool ReadVariantPack(const CudaApi& api, cudnnBackendDescriptor_t pack, VariantPack* out);
+
+// An execution plan of the session's own, finalized from the engine configuration of an application's plan: a
+// recompute issues the same graph again with it, whatever the application does with its own plan meanwhile.
+class BackendPlanCopy {
+ public:
+  // The copy for `plan` as it is now; `graph` tells graphs apart that an application made at one address in turn
+  // (BackendOp's description of the call). Copies are made once and kept (a few hundred at most). Null when the
+  // plan cannot be copied.
+  static std::shared_ptr<const BackendPlanCopy> For(const CudaApi& api, cudnnHandle_t handle,
+                                                    cudnnBackendDescriptor_t plan, uint64_t graph);
+  ~BackendPlanCopy();
+  BackendPlanCopy(const BackendPlanCopy&) = delete;
+  BackendPlanCopy& operator=(const BackendPlanCopy&) = delete;
+  // Runs the copy through `execute` (the real cudnnBackendExecute) with a variant pack made for `pack`.
+  bool Execute(decltype(&::cudnnBackendExecute) execute, cudnnHandle_t handle, const VariantPack& pack) const;
+
+ private:
+  BackendPlanCopy() = default;
+  cudnnBackendDescriptor_t plan_ = nullptr;
+  decltype(&::cudnnBackendCreateDescriptor) create_ = nullptr;
+  decltype(&::cudnnBackendSetAttribute) set_ = nullptr;
+  decltype(&::cudnnBackendFinalize) finalize_ = nullptr;
+  decltype(&::cudnnBackendDestroyDescriptor) destroy_ = nullptr;
 };
 
 // cudnnBackendExecute. The plan's operation graph is read back through cudnnBackendGetAttribute (plan -> engine

@@ -24,6 +24,8 @@ CudaApi Api() {
   api.cudnnBackendGetAttribute = &cudnnBackendGetAttribute;
   api.cudnnBackendCreateDescriptor = &cudnnBackendCreateDescriptor;
   api.cudnnBackendDestroyDescriptor = &cudnnBackendDestroyDescriptor;
+  api.cudnnBackendSetAttribute = &cudnnBackendSetAttribute;
+  api.cudnnBackendFinalize = &cudnnBackendFinalize;
   api.cudnnCreateTensorDescriptor = &cudnnCreateTensorDescriptor;
   api.cudnnSetTensorNdDescriptor = &cudnnSetTensorNdDescriptor;
   api.cudnnDestroyTensorDescriptor = &cudnnDestroyTensorDescriptor;
@@ -273,6 +275,7 @@ TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
   EXPECT_EQ(fwd.flops, kFlops);
   EXPECT_EQ(fwd.bytes, kXBytes + kWBytes + kYBytes);
   EXPECT_STREQ(fwd.dtype, "float32");
+  EXPECT_STREQ(fwd.name, "cudnnBackendExecute (convolution forward)");  // the planner's layer kind
 
   const OpDesc data = BackendOp(api_, Plan({Spec(simcuda_graph::kBackwardData, 1.0)}), pack.d);
   EXPECT_EQ(Of(data, 0xa000), Access::kReadWrite);  // dx accumulates: beta = 1
@@ -285,7 +288,54 @@ TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
   EXPECT_EQ(Of(filter, 0xa000), Access::kRead);
   EXPECT_EQ(Of(filter, 0xb000), Access::kWrite);
   EXPECT_EQ(Of(filter, 0xc000), Access::kRead);
+  EXPECT_STREQ(data.name, "cudnnBackendExecute (convolution backward data)");
+  EXPECT_STREQ(filter.name, "cudnnBackendExecute (convolution backward filter)");
   EXPECT_NE(fwd.shape, 0u);
+}
+
+// A recompute issues a backend convolution with a plan of the session's own, made from the application's plan's
+// engine configuration: the same output after the application's plan is destroyed, one copy per plan and graph.
+TEST_F(CudnnOpsTest, BackendPlanCopyOutlivesTheApplicationsPlanAndGivesTheSameConvolution) {
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t ws = 0;
+  ASSERT_EQ(simcuda_graph::BuildPlan(h_, {Spec(simcuda_graph::kForward)}, &plan, &ws), CUDNN_STATUS_SUCCESS);
+  std::vector<float> hx(N * C * H * W), hw(K * C * 9);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7) % 13) - 6.0f;
+  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>((i * 5) % 11) * 0.25f - 1.0f;
+  void *x = nullptr, *w = nullptr, *y = nullptr, *work = nullptr;
+  ASSERT_EQ(cudaMalloc(&x, kXBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w, kWBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y, kYBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&work, std::max<int64_t>(ws, 1)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(x, hx.data(), kXBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(w, hw.data(), kWBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  auto output = [&] {
+    std::vector<float> out(N * K * H * W);
+    EXPECT_EQ(cudaMemcpy(out.data(), y, kYBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemset(y, 0xff, kYBytes), cudaSuccess);
+    return out;
+  };
+  ASSERT_EQ(simcuda_graph::Execute(h_, plan, {'x', 'w', 'y'}, {x, w, y}, work), CUDNN_STATUS_SUCCESS);
+  const std::vector<float> original = output();
+
+  auto copy = BackendPlanCopy::For(api_, h_, plan, 1);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(BackendPlanCopy::For(api_, h_, plan, 1), copy);  // made once
+  EXPECT_NE(BackendPlanCopy::For(api_, h_, plan, 2), copy);  // another graph at the same address
+  cudnnBackendDestroyDescriptor(plan);
+  VariantPack pack;
+  pack.uids = {'x', 'w', 'y'};
+  pack.pointers = {x, w, y};
+  pack.workspace = work;
+  ASSERT_TRUE(copy->Execute(&cudnnBackendExecute, h_, pack));
+  EXPECT_EQ(output(), original);
+  EXPECT_NE(original[0], 0.0f);
+
+  // Without the symbols to make a plan, there is no copy (and no recompute of the call).
+  CudaApi partial = api_;
+  partial.cudnnBackendFinalize = nullptr;
+  EXPECT_EQ(BackendPlanCopy::For(partial, h_, plan, 3), nullptr);
+  for (void* p : {x, w, y, work}) cudaFree(p);
 }
 
 TEST_F(CudnnOpsTest, GraphsOfSeveralConvolutionsMergeDirections) {
