@@ -52,9 +52,9 @@ struct PlanOutcome {
 std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration& it, uint64_t capacity,
                              uint64_t device_bytes);
 
-// What the planner sees: the recorded iteration with every buffer of a 2 MiB page or more rounded up to whole
-// pages (the arena gives large buffers whole pages, and residency moves by page), so that a plan within the
-// capacity keeps the device within it.
+// What the planner sees: the recorded iteration with every buffer the arena does not pack into a slab (above 1
+// MiB) rounded up to whole 2 MiB pages (the arena gives such buffers whole pages, and residency moves by page), so
+// that a plan within the capacity keeps the device within it.
 trace::Iteration PlanningIteration(const trace::Iteration& it);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
