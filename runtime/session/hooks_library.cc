@@ -253,10 +253,12 @@ cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t han
           d.stream = rt::KeyOf(stream);
         }
         d.shape = rt::HashMix(d.shape, rt::AddressOf(executionPlan));
-        // A graph whose directions are known can be issued again (recompute) with a plan of the session's own, made
-        // once per graph: the application may destroy its plan, or make another at the same address.
+        // A forward convolution (only forward ops are recomputed) can be issued again with a plan of the session's
+        // own, made once per graph: the application may destroy its plan, or make another at the same address.
+        // Finalizing a plan can take milliseconds on a GPU, so backward passes get none.
         rt::VariantPack pack;
-        if (d.flops > 0 && rt::ReadVariantPack(api, variantPack, &pack) && !pack.uids.empty() &&
+        if (d.flops > 0 && rt::IsForwardConvolution(d) && rt::ReadVariantPack(api, variantPack, &pack) &&
+            !pack.uids.empty() &&
             pack.uids.size() == pack.pointers.size()) {
           uint64_t graph = rt::HashMix(d.shape, d.flops);
           for (const rt::Operand& o : d.operands) {

@@ -375,6 +375,7 @@ struct ConvOpNames {
   cudnnBackendAttributeName_t tensors[3];
   int output;  // index into tensors
 };
+// The forward convolution first (IsForwardConvolution).
 constexpr ConvOpNames kConvOps[] = {
     {"cudnnBackendExecute (convolution forward)", CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
@@ -608,5 +609,7 @@ OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackend
   if (pack.workspace != nullptr) d.operands.push_back({AddressOf(pack.workspace), Access::kReadWrite, true});
   return d;
 }
+
+bool IsForwardConvolution(const OpDesc& d) { return d.name == kConvOps[0].op_name; }
 
 }  // namespace karma::rt

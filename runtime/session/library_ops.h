@@ -125,5 +125,7 @@ class BackendPlanCopy {
 // an output whose beta is not zero is read too) and extents (as ConvWork's), and the op its flops and bytes. Any other graph, or one that
 // cannot be read: every data pointer is touched. The workspace is read and written.
 OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack);
+// Whether BackendOp found a graph of forward convolutions.
+bool IsForwardConvolution(const OpDesc& d);
 
 }  // namespace karma::rt

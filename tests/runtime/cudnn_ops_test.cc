@@ -290,6 +290,9 @@ TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
   EXPECT_EQ(Of(filter, 0xc000), Access::kRead);
   EXPECT_STREQ(data.name, "cudnnBackendExecute (convolution backward data)");
   EXPECT_STREQ(filter.name, "cudnnBackendExecute (convolution backward filter)");
+  EXPECT_TRUE(IsForwardConvolution(fwd));
+  EXPECT_FALSE(IsForwardConvolution(data));
+  EXPECT_FALSE(IsForwardConvolution(filter));
   EXPECT_NE(fwd.shape, 0u);
 }
 
