@@ -36,6 +36,17 @@ void RangeAllocator::Erase(std::map<uint64_t, Range>::iterator it) {
 
 void RangeAllocator::AddRange(uint64_t start, uint64_t size, uint32_t region) { Free(start, size, region); }
 
+uint64_t RangeAllocator::FreeBytesIn(uint64_t lo, uint64_t hi) const {
+  uint64_t bytes = 0;
+  auto it = by_start_.upper_bound(lo);
+  if (it != by_start_.begin()) --it;
+  for (; it != by_start_.end() && it->first < hi; ++it) {
+    const uint64_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.size);
+    if (b > a) bytes += b - a;
+  }
+  return bytes;
+}
+
 uint64_t RangeAllocator::Allocate(uint64_t size) {
   auto fit = by_size_.lower_bound({size, 0});
   if (fit == by_size_.end()) return 0;
@@ -291,6 +302,29 @@ Arena::FreeStatus Arena::Free(uint64_t addr, StreamKey stream) {
   pending_[key].push_back(Pending{addr, block, event});
   usage_.pending_bytes += block.span;
   return FreeStatus::kFreed;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Arena::SlabPagesFreedBy(uint64_t addr, StreamKey stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, uint64_t>> pages;
+  auto it = live_.find(addr);
+  if (it == live_.end() || !it->second.small) return pages;
+  const uint64_t end = addr + it->second.span;
+  auto overlap = [](uint64_t a, uint64_t b, uint64_t lo, uint64_t hi) {
+    return std::min(b, hi) > std::max(a, lo) ? std::min(b, hi) - std::max(a, lo) : 0;
+  };
+  const auto same = pending_.find(stream == kSyncStream ? 0 : stream);
+  for (uint64_t page = AlignDown(addr, kLargePage); page < end; page += kLargePage) {
+    const uint64_t hi = page + kLargePage;
+    uint64_t dead = small_.FreeBytesIn(page, hi) + overlap(addr, end, page, hi);
+    if (same != pending_.end()) {
+      for (const Pending& q : same->second) {
+        if (q.block.small) dead += overlap(q.addr, q.addr + q.block.span, page, hi);
+      }
+    }
+    if (dead == kLargePage) pages.emplace_back(page, kLargePage);
+  }
+  return pages;
 }
 
 void Arena::PollLocked() {

@@ -50,6 +50,8 @@ class RangeAllocator {
   void Free(uint64_t start, uint64_t size, uint32_t region);
   uint64_t free_bytes() const { return free_bytes_; }
   size_t range_count() const { return by_start_.size(); }
+  // The free bytes inside [lo, hi).
+  uint64_t FreeBytesIn(uint64_t lo, uint64_t hi) const;
 
  private:
   struct Range {
@@ -110,6 +112,11 @@ class Arena {
   void SetCapturing(bool capturing);
   // True when addr lies inside a segment.
   bool Contains(uint64_t addr) const;
+  // Before Free(addr, stream) of a small block: the 2 MiB slab pages it lies on that hold no other block then but
+  // free ones and those freed earlier on the same stream (whose work precedes this free). Their contents are dead
+  // once the stream reaches the free, so they may leave the device without a write-back. Empty for a large block
+  // (its pages are its own) or an address that is not a live block.
+  std::vector<std::pair<uint64_t, uint64_t>> SlabPagesFreedBy(uint64_t addr, StreamKey stream) const;
   // The allocation ordinals restart; this iteration's placements become the next one's hints.
   void BeginIteration();
   // Moves blocks whose stream reached their free back to the free lists.

@@ -844,22 +844,24 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   alloc_base_[k] = addr;
 }
 
-void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block) {
+void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,
+                      std::span<const std::pair<uint64_t, uint64_t>> slab_pages) {
   std::lock_guard<std::mutex> lock(mu_);
   if (prog_ == nullptr) return;
   for (size_t k = 0; k < alloc_base_.size(); ++k) {
     if (alloc_base_[k] == addr) alloc_freed_[k] = true;
   }
-  // Small blocks share pages with others: discarding them would not free a page, only poison neighbours' bytes.
-  if (!arena_block || span < kLargePage || span % kLargePage != 0 || !EnsureStreamsLocked() ||
-      api_.cudaMemDiscardBatchAsync == nullptr) {
-    return;
-  }
+  // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
+  // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
+  std::vector<Range> drop;
+  if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
+  for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
+  if (drop.empty() || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
   LastErrorScope errors(api_);
   const StreamKey key = stream == kSyncStream ? 0 : stream;
-  void* ptr = reinterpret_cast<void*>(addr);
-  size_t bytes = span;
-  if (!OrderLocked(key, aux_) || api_.cudaMemDiscardBatchAsync(&ptr, &bytes, 1, 0, aux_) != cudaSuccess) {
+  Batch b(drop);
+  if (!OrderLocked(key, aux_) ||
+      api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
     errors.Failed();
     return;
   }

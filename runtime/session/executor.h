@@ -74,8 +74,10 @@ class Executor {
   void After(uint32_t position, bool ok);
   // An allocation of the application on `stream`, made before op number `next_op`.
   void OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, StreamKey stream, bool arena_block);
-  // Before the arena frees a block: its contents are dead, so its pages leave the device without a write-back.
-  void OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block);
+  // Before the arena frees a block: its contents are dead, so its pages leave the device without a write-back (a
+  // small block's: the slab pages it leaves empty, Arena::SlabPagesFreedBy).
+  void OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,
+              std::span<const std::pair<uint64_t, uint64_t>> slab_pages = {});
   // With explicit iteration markers: the next op starts an iteration.
   void OnMarker(uint64_t next_op);
 

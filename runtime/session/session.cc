@@ -297,7 +297,10 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
     Degrade(Part::kRecording, "out of memory while recording a free");
   }
   if (known && e.origin != Origin::kHostPinned && executor_.armed()) {
-    executor_.OnFree(addr, e.origin == Origin::kArena ? Arena::SpanOf(e.size) : 0, stream, e.origin == Origin::kArena);
+    std::vector<std::pair<uint64_t, uint64_t>> slab_pages;
+    if (e.origin == Origin::kArena) slab_pages = arena_.SlabPagesFreedBy(addr, stream);
+    executor_.OnFree(addr, e.origin == Origin::kArena ? Arena::SpanOf(e.size) : 0, stream, e.origin == Origin::kArena,
+                     slab_pages);
   }
   Arena::FreeStatus st = Arena::FreeStatus::kNotArena;
   try {

@@ -104,6 +104,43 @@ TEST_F(ArenaTest, FreedBlocksAreReusedWithoutNewSegmentsOrCudaFree) {
   EXPECT_EQ(Fake().real_free_calls, 0);
 }
 
+TEST(RangeAllocatorTest, FreeBytesInCountsTheFreeRangesInsideABound) {
+  RangeAllocator r;
+  r.AddRange(0, 1000, 1);
+  EXPECT_TRUE(r.AllocateAt(200, 100));
+  EXPECT_EQ(r.FreeBytesIn(0, 1000), 900u);
+  EXPECT_EQ(r.FreeBytesIn(150, 350), 100u);  // 150..200 and 300..350
+  EXPECT_EQ(r.FreeBytesIn(200, 300), 0u);
+  EXPECT_EQ(r.FreeBytesIn(900, 2000), 100u);
+}
+
+// A small block's free names the slab page it leaves without a live block, once the others on it are free or were
+// freed earlier on the same stream; a block on another stream still pending, or a live one, keeps the page.
+TEST_F(ArenaTest, SlabPagesFreedByASmallBlockAreThoseItLeavesEmpty) {
+  const uint64_t a = Alloc(900 << 10, kS1);
+  const uint64_t b = Alloc(900 << 10, kS1);
+  const uint64_t c = Alloc(200 << 10, kS1);
+  ASSERT_EQ(AlignDown(a, kLargePage), AlignDown(c, kLargePage));  // one slab
+  const uint64_t page = AlignDown(a, kLargePage);
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS1).empty());  // b and c are live
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(Alloc(4 << 20), kSyncStream).empty());  // a large block's pages are its own
+  Fake().streams[kS1].submitted += 3;  // the frees stay pending
+  Fake().streams[kS2].submitted += 3;
+  arena_.Free(b, kS1);
+  arena_.Free(c, kS2);
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS1).empty());  // c's free on kS2 may not have happened yet
+  Fake().CompleteAll();
+  arena_.Poll();
+  EXPECT_EQ(arena_.SlabPagesFreedBy(a, kS1), (std::vector<std::pair<uint64_t, uint64_t>>{{page, kLargePage}}));
+  const uint64_t d = Alloc(900 << 10, kS1);
+  ASSERT_EQ(AlignDown(d, kLargePage), page);
+  Fake().streams[kS1].submitted += 3;
+  arena_.Free(d, kS1);  // pending on the stream that frees `a`: ordered before it
+  EXPECT_EQ(arena_.SlabPagesFreedBy(a, kS1).size(), 1u);
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS2).empty());
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(page + 1, kS1).empty());  // not a block
+}
+
 TEST_F(ArenaTest, StreamOrderedFreeWaitsForTheStreamExceptOnTheSameStream) {
   const uint64_t a = Alloc(4 << 20, kS1);
   Fake().streams[kS1].submitted += 5;  // kernels still using `a`
