@@ -195,7 +195,7 @@ conv_recompute)
   args=(--iters 12 --footprint 128MiB --depth 16 --alloc async)
   run large --mem 512MiB -- "$bin/conv_trainer" "${args[@]}"
   [[ $rc == 0 ]] || fail "512 MiB device: exit $rc: $(cat "$tmp/large.err")"
-  incore=$(awk '/^iter 11 / {print $6}' "$tmp/large.out")
+  incore=$(steady_ms large)
   for api in legacy backend; do
     rm -rf "$tmp/traces"
     run $api --mem 64MiB --karma -- "$bin/conv_trainer" "${args[@]}" --cudnn-api $api
@@ -204,7 +204,7 @@ conv_recompute)
       fail "$api: results differ: $(diff <(results $api) <(results large))"
     recomputed=$(sed -nE 's/.*recomputed ([0-9]+) kernels.*/\1/p' "$tmp/$api.err")
     ((${recomputed:-0} > 0)) || fail "$api: no recompute: $(grep 'karma: mode' "$tmp/$api.err")"
-    karma=$(awk '/^iter 11 / {print $6}' "$tmp/$api.out")
+    karma=$(steady_ms $api)
     awk -v k="$karma" -v i="$incore" 'BEGIN {exit !(k <= 1.5 * i)}' ||
       fail "$api: steady iteration $karma ms, in core $incore ms: more than 1.5x"
     echo "$api: $recomputed kernels recomputed; steady iteration $karma ms, in core $incore ms"

@@ -19,3 +19,9 @@ run() {
 
 # results NAME: the losses and the checksum of a run, everything but the virtual milliseconds.
 results() { sed -E 's/ ms [0-9.]+$//' "$tmp/$1.out"; }
+
+# steady_ms NAME: the steady-state virtual time of a run, the fastest of its last three iterations. Under
+# libkarma.so, Planner II's plan replaces the first one after a host-time delay (GLPK runs beside the application)
+# and the iteration that validates its recomputes is slow (copies and checks): on a busy machine that iteration can
+# be the last one, and the run's steady time is then the one before it.
+steady_ms() { grep '^iter' "$tmp/$1.out" | tail -3 | sed -E 's/.* ms ([0-9.]+)$/\1/' | sort -g | head -1; }

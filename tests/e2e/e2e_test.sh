@@ -9,11 +9,9 @@ set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/../common/sim_lib.sh"
 iters=12  # detected after 3, recorded at 5, planned off-thread while 6-7 run, replayed and validated from 8:
-          # steady from 10 on, a host-timing-dependent iteration or so later when the machine is busy
+          # steady from 10 on, a host-timing-dependent iteration or so later when the machine is busy (steady_ms)
 mem_mib=${mem%MiB}
 
-# The virtual time of the last (steady-state) iteration.
-last_ms() { grep '^iter' "$tmp/$1.out" | tail -1 | sed -E 's/.* ms ([0-9.]+)$/\1/'; }
 must_run() {  # NAME: the run exited 0 with every iteration
   [[ $rc == 0 ]] || fail "$1: exit $rc: $(tail -5 "$tmp/$1.err")"
   [[ $(grep -c '^iter' "$tmp/$1.out") == "$iters" ]] || fail "$1: $(cat "$tmp/$1.out")"
@@ -41,7 +39,7 @@ app_case() {
   must_run um
   same ref um
   local t_ref t_karma t_um
-  t_ref=$(last_ms ref) t_karma=$(last_ms karma) t_um=$(last_ms um)
+  t_ref=$(steady_ms ref) t_karma=$(steady_ms karma) t_um=$(steady_ms um)
   echo "$app $fp on $mem ($alloc): in-core $t_ref ms, karma $t_karma ms ($(ratio "$t_karma" "$t_ref")x in-core)," \
     "um $t_um ms ($(ratio "$t_um" "$t_karma")x karma)"
   grep '^karma: mode auto' "$tmp/karma.err"
@@ -102,10 +100,10 @@ segments)
     same ref karma
     run um --mem "$mem" --karma --mode um -- "$bin/$app" "${args[@]}"
     must_run um
-    echo "$app segments: in-core $(last_ms ref) ms, karma $(last_ms karma) ms, um $(last_ms um) ms"
+    echo "$app segments: in-core $(steady_ms ref) ms, karma $(steady_ms karma) ms, um $(steady_ms um) ms"
     ((speed)) || continue
-    le 1.5 "$(ratio "$(last_ms um)" "$(last_ms karma)")" || fail "$app segments: karma not 1.5x faster than managed memory alone"
-    le "$(ratio "$(last_ms karma)" "$(last_ms ref)")" "${max_incore[$app]}" ||
+    le 1.5 "$(ratio "$(steady_ms um)" "$(steady_ms karma)")" || fail "$app segments: karma not 1.5x faster than managed memory alone"
+    le "$(ratio "$(steady_ms karma)" "$(steady_ms ref)")" "${max_incore[$app]}" ||
       fail "$app segments: karma is more than ${max_incore[$app]}x the in-core time"
     if [[ $app == skipnet_trainer ]]; then
       grep -q "^karma: mode auto.*discarded [1-9]" "$tmp/karma.err" ||
