@@ -313,8 +313,8 @@ Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& bl
 
 int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candidate& best,
                     const std::function<bool()>& more) {
-  // One neighbour of the current plan: its blocks with one boundary moved to the next cut either way, or the
-  // ops of one of its recomputes barred from recompute.
+  // One neighbour of the current plan: its blocks with one boundary moved to the next cut either way or one
+  // block's mode changed, or the ops of one of its recomputes barred from recompute.
   struct Variant {
     std::vector<Block> blocks;
     std::vector<trace::OpId> bar;
@@ -330,6 +330,14 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
     for (const Action& a : from.actions) {
       if (a.kind == ActionKind::kRecompute) variants.push_back({from.blocks, a.ops});
     }
+    for (size_t i = 0; i < from.blocks.size(); ++i) {
+      for (const BlockMode mode : {BlockMode::kKeep, BlockMode::kSwap, BlockMode::kRecompute}) {
+        if (mode == from.blocks[i].mode) continue;
+        Variant v{from.blocks, {}};
+        v.blocks[i].mode = mode;
+        variants.push_back(std::move(v));
+      }
+    }
     for (size_t i = 0; i + 1 < from.blocks.size(); ++i) {
       const uint32_t at = from.blocks[i + 1].first_op;
       const auto c = std::lower_bound(cuts.begin(), cuts.end(), at);
@@ -344,7 +352,7 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
     }
     for (const Variant& v : variants) {
       if (!more()) return tried;
-      // A boundary move plans on the current model; a barred recompute on a copy with its ops barred too.
+      // A block change plans on the current model; a barred recompute on a copy with its ops barred too.
       SimInput barred;
       std::optional<PlanningModel> barred_m;
       if (!v.bar.empty()) {
@@ -354,7 +362,8 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
       }
       Result<Plan> p = BuildKarmaPlan(barred_m ? *barred_m : m, v.blocks, options);
       ++tried;
-      if (!p.ok()) continue;
+      // No plan, or the same one (a block set to kRecompute whose recompute cannot be resolved is swapped).
+      if (!p.ok() || p->actions == from.actions) continue;
       p->strategy = from.strategy;
       p->note = from.note;
       p->managed_memory = from.managed_memory;

@@ -76,10 +76,12 @@ PlanBuilder KarmaBlockDecisions(const PlanningModel& m, std::vector<Block>& bloc
 // pass. Whatever still does not fit is evicted capacity-based, persistent data last.
 Result<Plan> BuildKarmaPlan(const PlanningModel& m, const std::vector<Block>& blocks, const KarmaPlanOptions& options);
 
-// Local search around a finished plan, with the same options: its neighbours are its blocks with one boundary
-// moved to the next clean cut either way, or with the ops of one of its recomputes barred from recompute (the plan
-// then swaps or keeps what that recompute rebuilt, or rebuilds it otherwise). Keeps a faster plan in `best` and
-// goes on from it while `more()` allows; returns how many plans it tried.
+// Local search around a finished plan, with the same options: its neighbours are its blocks with one block's mode
+// set to each of the other two (kKeep, kSwap, kRecompute), with one boundary moved to the next clean cut either
+// way, or with the ops of one of its recomputes barred from recompute (the plan then swaps or keeps what that
+// recompute rebuilt, or rebuilds it otherwise); a neighbour whose plan cannot be built, or comes out the same, is
+// skipped. Keeps the first faster plan in `best` and goes on from it while `more()` allows; returns how many plans
+// it tried.
 int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candidate& best,
                     const std::function<bool()>& more);
 
