@@ -83,6 +83,18 @@ Result<Plan> PlanOf32Blocks(const SimInput& in) {
   return BuildKarmaPlan(m, blocks, {});
 }
 
+// The skipnet planning iteration below at 57.6 MiB, and the plan of ~1/32 blocks as a candidate to polish.
+struct SkipnetAt32Blocks {
+  trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
+  SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));  // refers to `it`
+  Candidate start;
+  SkipnetAt32Blocks() {
+    Result<Plan> plan = PlanOf32Blocks(in);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    if (plan.ok()) KeepFaster(start, *plan, in);
+  }
+};
+
 // The iteration libkarma.so plans for skipnet_trainer at 256 MiB on a 64 MiB device (tests/data/traces): with
 // blocks of ~1/32 of the saved data, recomputed where that beats their swap-in, a block's recompute reads a skip
 // value that capacity-based eviction sent home, and the first thing to read it back is that recompute. Its
@@ -104,12 +116,9 @@ TEST(Karma, ARecomputeThatFirstReadsAnEvictedValueWaitsForItsCopyBack) {
 // The local search around a plan: from the plan of one blocking, its neighbours (a block boundary moved by one cut,
 // or one recompute barred) lead to a faster plan, every step checked; a plan it cannot better comes back as it was.
 TEST(Karma, PolishFindsAFasterNeighbourAndNeverASlowerOne) {
-  const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
-  const SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));
-  Result<Plan> plan = PlanOf32Blocks(in);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  Candidate c;
-  KeepFaster(c, *plan, in);
+  SkipnetAt32Blocks s;
+  const SimInput& in = s.in;
+  Candidate c = s.start;
   ASSERT_TRUE(c.sim.feasible) << c.sim.reason;
   const double start = c.sim.iteration_s;
   int budget = 400;
@@ -131,12 +140,10 @@ TEST(Karma, PolishFindsAFasterNeighbourAndNeverASlowerOne) {
 // change of one block's mode makes faster (moving boundaries and barring recomputes alone stop at one that a mode
 // change betters), and that plan passes the checker.
 TEST(Karma, PolishStopsAtAPlanNoModeChangeBetters) {
-  const trace::Iteration it = testing::LoadOrDie(testing::WorkloadPath("traces/skipnet-256mib-planning.json"));
-  const SimInput in = MakeSimInput(it, DefaultProfile(), 57.6 * (1 << 20));
-  Result<Plan> plan = PlanOf32Blocks(in);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  Candidate c;
-  KeepFaster(c, *plan, in);
+  SkipnetAt32Blocks s;
+  const SimInput& in = s.in;
+  Candidate c = s.start;
+  ASSERT_TRUE(c.sim.feasible) << c.sim.reason;
   int budget = 2000;
   PolishKarmaPlan(in, {}, c, [&] { return budget-- > 0; });
   EXPECT_GT(budget, 0);  // it stopped by itself

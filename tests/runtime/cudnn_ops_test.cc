@@ -55,8 +55,59 @@ simcuda_graph::ConvSpec Spec(simcuda_graph::ConvPass pass, double beta = 0) {
   return s;
 }
 
+// The x (N, C, H, W), filter (K, C, 3, 3) and y (N, K, H, W) descriptors of one float NCHW convolution.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  Descriptors() {
+    EXPECT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
+  }
+  ~Descriptors() { Destroy(); }
+  void Destroy() {
+    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
+    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
+    x = y = nullptr;
+    w = nullptr;
+  }
+};
+
+// Device buffers for x, w and y with x and w filled with small integers (exact in float), and y read back.
+struct Buffers {
+  void *x = nullptr, *w = nullptr, *y = nullptr;
+  Buffers();
+  ~Buffers() {
+    for (void* p : {x, w, y}) cudaFree(p);
+  }
+  // y's contents, then y is set to NaNs so that the next convolution must write it again.
+  std::vector<float> TakeY();
+};
+
 constexpr uint64_t kFlops = 2ull * N * K * H * W * C * 9;
 constexpr uint64_t kXBytes = 4ull * N * C * H * W, kWBytes = 4ull * K * C * 9, kYBytes = 4ull * N * K * H * W;
+
+Buffers::Buffers() {
+  EXPECT_EQ(cudaMalloc(&x, kXBytes), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&w, kWBytes), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&y, kYBytes), cudaSuccess);
+  std::vector<float> hx(N * C * H * W), hw(K * C * 9);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7) % 13) - 6.0f;
+  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>((i * 5) % 11) * 0.25f - 1.0f;
+  EXPECT_EQ(cudaMemcpy(x, hx.data(), kXBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(w, hw.data(), kWBytes, cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+std::vector<float> Buffers::TakeY() {
+  std::vector<float> out(N * K * H * W);
+  EXPECT_EQ(cudaMemcpy(out.data(), y, kYBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemset(y, 0xff, kYBytes), cudaSuccess);
+  return out;
+}
 
 // Fake device addresses: BackendOp reads the variant pack, never the memory.
 void* Ptr(uint64_t a) { return reinterpret_cast<void*>(a); }
@@ -113,14 +164,9 @@ class CudnnOpsTest : public ::testing::Test {
 };
 
 TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheWork) {
-  cudnnTensorDescriptor_t x, y;
-  cudnnFilterDescriptor_t w;
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
+  const Descriptors desc;
+  const cudnnTensorDescriptor_t x = desc.x, y = desc.y;
+  const cudnnFilterDescriptor_t w = desc.w;
   OpDesc d;
   ConvWork(api_, x, w, y, {nullptr, nullptr, nullptr}, ConvOutput::kY, false, &d);
   EXPECT_EQ(d.flops, kFlops);
@@ -133,59 +179,34 @@ TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheWork) {
   OpDesc unreadable;
   ConvWork(CudaApi{}, x, w, y, {nullptr, nullptr, nullptr}, ConvOutput::kY, false, &unreadable);
   EXPECT_EQ(unreadable.flops, 0u);
-  cudnnDestroyTensorDescriptor(x);
-  cudnnDestroyTensorDescriptor(y);
-  cudnnDestroyFilterDescriptor(w);
 }
 
 // A recompute issues a legacy convolution with copies of its descriptors: the copies describe the same
 // convolution (math type and group count included) and give the same output after the originals are destroyed.
 TEST_F(CudnnOpsTest, DescriptorCopiesOutliveTheOriginalsAndGiveTheSameConvolution) {
-  cudnnTensorDescriptor_t x, y;
-  cudnnFilterDescriptor_t w;
+  Descriptors desc;
   cudnnConvolutionDescriptor_t conv;
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(cudnnCreateConvolutionDescriptor(&conv), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
             CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), CUDNN_STATUS_SUCCESS);
-
-  std::vector<float> hx(N * C * H * W), hw(K * C * 9);
-  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7) % 13) - 6.0f;
-  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>((i * 5) % 11) * 0.25f - 1.0f;
-  void *vx = nullptr, *vw = nullptr, *vy = nullptr;
-  ASSERT_EQ(cudaMalloc(&vx, kXBytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&vw, kWBytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&vy, kYBytes), cudaSuccess);
-  float *dx = static_cast<float*>(vx), *dw = static_cast<float*>(vw), *dy = static_cast<float*>(vy);
-  ASSERT_EQ(cudaMemcpy(dx, hx.data(), kXBytes, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dw, hw.data(), kWBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  Buffers buf;
   const float one = 1, zero = 0;
   auto run = [&](cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
                  cudnnTensorDescriptor_t yd) {
-    EXPECT_EQ(cudaMemset(dy, 0xff, kYBytes), cudaSuccess);
-    EXPECT_EQ(cudnnConvolutionForward(h_, &one, xd, dx, wd, dw, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr,
-                                      0, &zero, yd, dy),
+    EXPECT_EQ(cudnnConvolutionForward(h_, &one, xd, buf.x, wd, buf.w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                      nullptr, 0, &zero, yd, buf.y),
               CUDNN_STATUS_SUCCESS);
-    std::vector<float> out(N * K * H * W);
-    EXPECT_EQ(cudaMemcpy(out.data(), dy, kYBytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
+    return buf.TakeY();
   };
-  const std::vector<float> original = run(x, w, conv, y);
+  const std::vector<float> original = run(desc.x, desc.w, conv, desc.y);
 
-  auto copy = ConvDescriptors::Copy(api_, x, w, conv, y);
+  auto copy = ConvDescriptors::Copy(api_, desc.x, desc.w, conv, desc.y);
   ASSERT_NE(copy, nullptr);
   cudnnMathType_t math;
   ASSERT_EQ(cudnnGetConvolutionMathType(copy->conv, &math), CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(math, CUDNN_FMA_MATH);
-  cudnnDestroyTensorDescriptor(x);
-  cudnnDestroyTensorDescriptor(y);
-  cudnnDestroyFilterDescriptor(w);
+  desc.Destroy();
   cudnnDestroyConvolutionDescriptor(conv);
   EXPECT_EQ(run(copy->x, copy->w, copy->conv, copy->y), original);
   EXPECT_NE(original[0], 0.0f);
@@ -194,26 +215,19 @@ TEST_F(CudnnOpsTest, DescriptorCopiesOutliveTheOriginalsAndGiveTheSameConvolutio
   CudaApi partial = api_;
   partial.cudnnSetConvolutionGroupCount = nullptr;
   EXPECT_EQ(ConvDescriptors::Copy(partial, copy->x, copy->w, copy->conv, copy->y), nullptr);
-  cudaFree(dx);
-  cudaFree(dw);
-  cudaFree(dy);
 }
 
 // The extent of each operand follows its descriptor: packed tensors span their elements, a strided one (rows
 // padded) spans more and has gaps, so its write is not whole; an accumulated output is read, never whole.
 TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheExtents) {
-  cudnnTensorDescriptor_t x, y, padded;
-  cudnnFilterDescriptor_t w;
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  const Descriptors desc;
+  const cudnnTensorDescriptor_t x = desc.x, y = desc.y;
+  const cudnnFilterDescriptor_t w = desc.w;
+  cudnnTensorDescriptor_t padded;
   ASSERT_EQ(cudnnCreateTensorDescriptor(&padded), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnCreateFilterDescriptor(&w), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W), CUDNN_STATUS_SUCCESS);
   constexpr int kRow = W + 2;  // two floats of padding after each row
   ASSERT_EQ(cudnnSetTensor4dDescriptorEx(padded, CUDNN_DATA_FLOAT, N, K, H, W, K * H * kRow, H * kRow, kRow, 1),
             CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3), CUDNN_STATUS_SUCCESS);
   void* const px = Ptr(0xa000);
   void* const pw = Ptr(0xb000);
   void* const py = Ptr(0xc000);
@@ -253,10 +267,7 @@ TEST_F(CudnnOpsTest, LegacyDescriptorsGiveTheExtents) {
   OpDesc unreadable = ConvOp("fwd", 0, {px, pw}, py, false, nullptr, 0, 1);
   ConvWork(CudaApi{}, x, w, y, {px, pw, py}, ConvOutput::kY, false, &unreadable);
   for (const Operand& o : unreadable.operands) EXPECT_EQ(o.bytes, 0u);
-  cudnnDestroyTensorDescriptor(x);
-  cudnnDestroyTensorDescriptor(y);
   cudnnDestroyTensorDescriptor(padded);
-  cudnnDestroyFilterDescriptor(w);
 }
 
 TEST_F(CudnnOpsTest, BackendPlansGiveExactDirections) {
@@ -302,24 +313,11 @@ TEST_F(CudnnOpsTest, BackendPlanCopyOutlivesTheApplicationsPlanAndGivesTheSameCo
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t ws = 0;
   ASSERT_EQ(simcuda_graph::BuildPlan(h_, {Spec(simcuda_graph::kForward)}, &plan, &ws), CUDNN_STATUS_SUCCESS);
-  std::vector<float> hx(N * C * H * W), hw(K * C * 9);
-  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7) % 13) - 6.0f;
-  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>((i * 5) % 11) * 0.25f - 1.0f;
-  void *x = nullptr, *w = nullptr, *y = nullptr, *work = nullptr;
-  ASSERT_EQ(cudaMalloc(&x, kXBytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&w, kWBytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&y, kYBytes), cudaSuccess);
+  Buffers buf;
+  void* work = nullptr;
   ASSERT_EQ(cudaMalloc(&work, std::max<int64_t>(ws, 1)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(x, hx.data(), kXBytes, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(w, hw.data(), kWBytes, cudaMemcpyHostToDevice), cudaSuccess);
-  auto output = [&] {
-    std::vector<float> out(N * K * H * W);
-    EXPECT_EQ(cudaMemcpy(out.data(), y, kYBytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(cudaMemset(y, 0xff, kYBytes), cudaSuccess);
-    return out;
-  };
-  ASSERT_EQ(simcuda_graph::Execute(h_, plan, {'x', 'w', 'y'}, {x, w, y}, work), CUDNN_STATUS_SUCCESS);
-  const std::vector<float> original = output();
+  ASSERT_EQ(simcuda_graph::Execute(h_, plan, {'x', 'w', 'y'}, {buf.x, buf.w, buf.y}, work), CUDNN_STATUS_SUCCESS);
+  const std::vector<float> original = buf.TakeY();
 
   auto copy = BackendPlanCopy::For(api_, h_, plan, 1);
   ASSERT_NE(copy, nullptr);
@@ -328,17 +326,17 @@ TEST_F(CudnnOpsTest, BackendPlanCopyOutlivesTheApplicationsPlanAndGivesTheSameCo
   cudnnBackendDestroyDescriptor(plan);
   VariantPack pack;
   pack.uids = {'x', 'w', 'y'};
-  pack.pointers = {x, w, y};
+  pack.pointers = {buf.x, buf.w, buf.y};
   pack.workspace = work;
   ASSERT_TRUE(copy->Execute(&cudnnBackendExecute, h_, pack));
-  EXPECT_EQ(output(), original);
+  EXPECT_EQ(buf.TakeY(), original);
   EXPECT_NE(original[0], 0.0f);
 
   // Without the symbols to make a plan, there is no copy (and no recompute of the call).
   CudaApi partial = api_;
   partial.cudnnBackendFinalize = nullptr;
   EXPECT_EQ(BackendPlanCopy::For(partial, h_, plan, 3), nullptr);
-  for (void* p : {x, w, y, work}) cudaFree(p);
+  cudaFree(work);
 }
 
 TEST_F(CudnnOpsTest, GraphsOfSeveralConvolutionsMergeDirections) {
