@@ -539,12 +539,14 @@ std::shared_ptr<const BackendPlanCopy> BackendPlanCopy::For(const CudaApi& api, 
     bool operator<(const Key& o) const { return std::tie(handle, plan, graph) < std::tie(o.handle, o.plan, o.graph); }
   };
   static std::mutex mu;
-  static std::map<Key, std::shared_ptr<const BackendPlanCopy>> copies;  // failures are kept too (null)
+  // Failures are kept too (null). Never destroyed: at exit, cuDNN's handles may be gone before static destructors
+  // run, and the plans die with the process.
+  static auto* copies = new std::map<Key, std::shared_ptr<const BackendPlanCopy>>();
   constexpr size_t kMaxCopies = 512;
   const Key key{handle, plan, graph};
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = copies.find(key); it != copies.end()) return it->second;
-  if (copies.size() >= kMaxCopies) copies.clear();  // closures that hold a copy keep it alive
+  if (auto it = copies->find(key); it != copies->end()) return it->second;
+  if (copies->size() >= kMaxCopies) copies->clear();  // closures that hold a copy keep it alive
 
   std::shared_ptr<BackendPlanCopy> c(new BackendPlanCopy());
   c->create_ = api.cudnnBackendCreateDescriptor;
@@ -563,7 +565,7 @@ std::shared_ptr<const BackendPlanCopy> BackendPlanCopy::For(const CudaApi& api, 
       api.cudnnBackendFinalize(c->plan_) != CUDNN_STATUS_SUCCESS) {
     c.reset();
   }
-  copies.emplace(key, c);
+  copies->emplace(key, c);
   return c;
 }
 
