@@ -853,19 +853,23 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   }
   // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
   // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
-  std::vector<Range> drop;
-  if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
-  for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
-  if (drop.empty() || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
-  LastErrorScope errors(api_);
-  const StreamKey key = stream == kSyncStream ? 0 : stream;
-  Batch b(drop);
-  if (!OrderLocked(key, aux_) ||
-      api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
-    errors.Failed();
-    return;
+  try {
+    std::vector<Range> drop;
+    if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
+    for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
+    if (drop.empty() || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
+    LastErrorScope errors(api_);
+    const StreamKey key = stream == kSyncStream ? 0 : stream;
+    Batch b(drop);
+    if (!OrderLocked(key, aux_) ||
+        api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
+      errors.Failed();
+      return;
+    }
+    if (!OrderLocked(KeyOf(aux_), S(key))) errors.Failed();
+  } catch (...) {
+    // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }
-  if (!OrderLocked(KeyOf(aux_), S(key))) errors.Failed();
 }
 
 void Executor::OnMarker(uint64_t next_op) {

@@ -298,7 +298,11 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
   }
   if (known && e.origin != Origin::kHostPinned && executor_.armed()) {
     std::vector<std::pair<uint64_t, uint64_t>> slab_pages;
-    if (e.origin == Origin::kArena) slab_pages = arena_.SlabPagesFreedBy(addr, stream);
+    try {
+      if (e.origin == Origin::kArena) slab_pages = arena_.SlabPagesFreedBy(addr, stream);
+    } catch (...) {
+      slab_pages.clear();  // out of memory: the pages stay until reuse, as without a plan
+    }
     executor_.OnFree(addr, e.origin == Origin::kArena ? Arena::SpanOf(e.size) : 0, stream, e.origin == Origin::kArena,
                      slab_pages);
   }
@@ -831,7 +835,8 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       fail(outcome.status().message());
       return;
     }
-    if (const std::string paged = DescribePagedOps(*outcome, rec->it, capacity, stats_->device_total_bytes.load(std::memory_order_relaxed));
+    const uint64_t device_bytes = stats_->device_total_bytes.load(std::memory_order_relaxed);
+    if (const std::string paged = DescribePagedOps(*outcome, rec->it, capacity, device_bytes);
         !paged.empty() && !paged_reported_) {
       KARMA_LOG(kWarn, "{}", paged);
       paged_reported_ = true;

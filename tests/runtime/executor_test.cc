@@ -112,6 +112,31 @@ TEST_F(ExecutorTest, ADeadValueIsRepopulatedOnlyForACallThatWritesAllOfIt) {
   EXPECT_EQ(stats_.discarded_bytes.load(), kBytes);
 }
 
+// The free of an arena block while a plan replays: a large block's pages are discarded, and of a small block the
+// slab pages its caller names (those it leaves without a live block); a small block alone discards nothing.
+TEST_F(ExecutorTest, AFreeDiscardsTheBlocksPagesAndTheSlabPagesItEmpties) {
+  Executor e(api_, &stats_);
+  e.Install(DeadValueProgram(), 0, 0);
+  bool wants = false;
+  ASSERT_EQ(e.Before(0, 11, 0, {}, &wants), 0u);  // the program runs from here
+  TakeMoves();
+  e.OnFree(kAddr + kBytes, kLargePage, 0, true);
+  auto moves = TakeMoves();
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].call, "discard");
+  EXPECT_EQ(moves[0].addr, kAddr + kBytes);
+  EXPECT_EQ(moves[0].bytes, kLargePage);
+  e.OnFree(kAddr + 2 * kBytes + 4096, 4096, 0, true);  // a small block on a page others still use
+  EXPECT_TRUE(TakeMoves().empty());
+  const std::vector<std::pair<uint64_t, uint64_t>> emptied = {{kAddr + 2 * kBytes, kLargePage}};
+  e.OnFree(kAddr + 2 * kBytes + 8192, 4096, 0, true, emptied);  // the last block on it
+  moves = TakeMoves();
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].call, "discard");
+  EXPECT_EQ(moves[0].addr, kAddr + 2 * kBytes);
+  EXPECT_EQ(moves[0].bytes, kLargePage);
+}
+
 // Validation needs device memory it can copy: here the "device" is host memory and copies are memcpy.
 cudaError_t HostMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t) {
   std::memcpy(dst, src, n);
