@@ -47,16 +47,19 @@ OpDesc Gemm(Session* s, const char* name, cublasHandle_t handle, const rt::GemmS
 
 // A legacy convolution: x-shaped tensor, filter, y-shaped tensor, and which of them it writes (forward: x, w -> y;
 // backward data: w, dy -> dx; backward filter: x, dy -> dw). beta's width follows the output's data type.
+// `output_type`, when given, receives the written tensor's data type (-1 when it cannot be read).
 OpDesc Conv(Session* s, const char* name, cudnnHandle_t handle, const void* x, const void* w, const void* y,
             rt::ConvOutput written, const void* beta, void* workspace, size_t workspace_bytes, const void* conv_desc,
-            int algo, cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc, cudnnTensorDescriptor_t y_desc) {
+            int algo, cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc, cudnnTensorDescriptor_t y_desc,
+            int* output_type = nullptr) {
   const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
   cudaStream_t stream = nullptr;
   if (api.cudnnGetStream == nullptr || api.cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) stream = nullptr;
-  const int output_type = written == rt::ConvOutput::kW ? rt::CudnnFilterType(api, w_desc)
-                          : written == rt::ConvOutput::kX ? rt::CudnnTensorType(api, x_desc)
-                                                          : rt::CudnnTensorType(api, y_desc);
-  const bool accumulate = !rt::CudnnBetaIsZero(beta, output_type);
+  const int type = written == rt::ConvOutput::kW ? rt::CudnnFilterType(api, w_desc)
+                   : written == rt::ConvOutput::kX ? rt::CudnnTensorType(api, x_desc)
+                                                   : rt::CudnnTensorType(api, y_desc);
+  if (output_type != nullptr) *output_type = type;
+  const bool accumulate = !rt::CudnnBetaIsZero(beta, type);
   const uint64_t shape = rt::HashMix(rt::AddressOf(conv_desc), static_cast<uint64_t>(algo));
   // ConvOutput numbers the three tensors: it writes data[written] and reads the other two, in the call's order.
   const void* const data[3] = {x, w, y};
@@ -181,15 +184,14 @@ cudnnStatus_t cudnnConvolutionForward(cudnnConvolutionForward_fn real, cudnnHand
                     y);
       },
       [&](Session* s) {
+        int type = -1;
         OpDesc d = Conv(s, "cudnnConvolutionForward", handle, x, w, y, rt::ConvOutput::kY, beta, workSpace,
-                        workSpaceSizeInBytes, convDesc, algo, xDesc, wDesc, yDesc);
+                        workSpaceSizeInBytes, convDesc, algo, xDesc, wDesc, yDesc, &type);
         // A recompute issues it again with copies of the descriptors as they are now (the application's may be
-        // gone by then) and the scaling factors' values (host memory, double for double tensors).
-        const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
-        const int type = rt::CudnnTensorType(api, yDesc);
-        auto desc = rt::ConvDescriptors::Copy(api, xDesc, wDesc, convDesc, yDesc);
+        // gone by then) and the scaling factors' values (host memory).
+        auto desc = rt::ConvDescriptors::Copy(s->ApiFor(rt::CudaLib::kCudnn), xDesc, wDesc, convDesc, yDesc);
         if (desc != nullptr && type >= 0 && alpha != nullptr && beta != nullptr) {
-          const size_t bytes = type == CUDNN_DATA_DOUBLE ? 8 : 4;
+          const auto bytes = static_cast<size_t>(rt::CudnnScalingBytes(type));
           std::array<unsigned char, 8> a{}, b{};
           std::memcpy(a.data(), alpha, bytes);
           std::memcpy(b.data(), beta, bytes);
@@ -247,7 +249,8 @@ cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t han
       CUDNN_STATUS_SUCCESS, [&] { return real(handle, executionPlan, variantPack); },
       [&](Session* s) {
         const rt::CudaApi& api = s->ApiFor(rt::CudaLib::kCudnn);
-        OpDesc d = rt::BackendOp(api, executionPlan, variantPack);
+        rt::VariantPack pack;
+        OpDesc d = rt::BackendOp(api, executionPlan, variantPack, &pack);
         cudaStream_t stream = nullptr;
         if (api.cudnnGetStream != nullptr && api.cudnnGetStream(handle, &stream) == CUDNN_STATUS_SUCCESS) {
           d.stream = rt::KeyOf(stream);
@@ -256,9 +259,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnBackendExecute_fn real, cudnnHandle_t han
         // A forward convolution (only forward ops are recomputed) can be issued again with a plan of the session's
         // own, made once per graph: the application may destroy its plan, or make another at the same address.
         // Finalizing a plan can take milliseconds on a GPU, so backward passes get none.
-        rt::VariantPack pack;
-        if (d.flops > 0 && rt::IsForwardConvolution(d) && rt::ReadVariantPack(api, variantPack, &pack) &&
-            !pack.uids.empty() &&
+        if (d.flops > 0 && rt::IsForwardConvolution(d) && !pack.uids.empty() &&
             pack.uids.size() == pack.pointers.size()) {
           uint64_t graph = rt::HashMix(d.shape, d.flops);
           for (const rt::Operand& o : d.operands) {

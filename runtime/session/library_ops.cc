@@ -122,8 +122,7 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
 
 bool CudnnBetaIsZero(const void* beta, int data_type) {
   if (data_type < 0) return false;
-  // cuDNN's scaling factors are double for double tensors and float for every other type.
-  return AllZero(beta, data_type == CUDNN_DATA_DOUBLE ? 8 : 4);
+  return AllZero(beta, CudnnScalingBytes(data_type));
 }
 
 int CudnnTensorType(const CudaApi& api, cudnnTensorDescriptor_t desc) {
@@ -589,11 +588,13 @@ bool BackendPlanCopy::Execute(decltype(&::cudnnBackendExecute) execute, cudnnHan
   return ok;
 }
 
-OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack) {
+OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack,
+                 VariantPack* read) {
   OpDesc d;
   d.kind = trace::OpKind::kLibrary;
   d.name = "cudnnBackendExecute";
-  VariantPack pack;
+  VariantPack own;
+  VariantPack& pack = read != nullptr ? *read : own;
   if (!ReadVariantPack(api, variant_pack, &pack)) return d;
   std::vector<BackendRole> roles;
   if (pack.uids.size() != pack.pointers.size() || !BackendRoles(api, plan, &roles, &d)) roles.clear();

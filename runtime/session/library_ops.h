@@ -39,6 +39,9 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
 
 // True when beta (host memory, as cuDNN requires) is exactly +0 for the output's data type.
 bool CudnnBetaIsZero(const void* beta, int data_type);
+// The bytes of cuDNN's scaling factors (alpha, beta) for a tensor of `data_type`: double for double tensors and
+// float for every other type.
+inline int CudnnScalingBytes(int data_type) { return data_type == CUDNN_DATA_DOUBLE ? 8 : 4; }
 // The data type of a descriptor (-1 when it cannot be read).
 int CudnnTensorType(const CudaApi& api, cudnnTensorDescriptor_t desc);
 int CudnnFilterType(const CudaApi& api, cudnnFilterDescriptor_t desc);
@@ -124,7 +127,9 @@ class BackendPlanCopy {
 // (forward: X, W read, Y written; backward data: W, DY read, DX written; backward filter: X, DY read, DW written;
 // an output whose beta is not zero is read too) and extents (as ConvWork's), and the op its flops and bytes. Any other graph, or one that
 // cannot be read: every data pointer is touched. The workspace is read and written.
-OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack);
+// `pack`, when given, receives the variant pack as read (what a recompute issues the call again with).
+OpDesc BackendOp(const CudaApi& api, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t variant_pack,
+                 VariantPack* pack = nullptr);
 // Whether BackendOp found a graph of forward convolutions.
 bool IsForwardConvolution(const OpDesc& d);
 
