@@ -46,9 +46,14 @@ std::vector<bool> Executor::rejected_ops() const {
   return rejected_ops_;
 }
 
-void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device) {
+void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device, uint64_t next_op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (program == nullptr || program->period == 0) return;
+  // Allocations are matched by their order within an iteration. Installed right at an iteration's start, a first
+  // program missed the allocations the application made before that iteration's first launch.
+  if (prog_ == nullptr && next_op != UINT64_MAX && next_op >= base && (next_op - base) % program->period == 0) {
+    untrusted_iteration_ = (next_op - base) / program->period;
+  }
   pending_ = std::move(program);
   base_ = base;
   device_ = device;
@@ -227,8 +232,8 @@ void Executor::StartIterationLocked(uint64_t n) {
   if (alloc_iteration_ != (n - base_) / p.period) {
     alloc_base_.assign(p.alloc_size.size(), 0);
     alloc_freed_.assign(p.alloc_size.size(), false);
-    ordinal_ = 0;
     alloc_iteration_ = (n - base_) / p.period;
+    ordinal_ = alloc_iteration_ == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
   }
   cudaEvent_t start = RecordLocked(p.stream[0]);
   busy_from_ = iteration_start_;
@@ -401,8 +406,9 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     Range r;
     if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
     ReplayProgram::Move move = it.move;
-    if (move == ReplayProgram::Move::kDiscard && checks_[it.recompute] != Check::kValid) {
-      move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it: keep the value
+    if (move == ReplayProgram::Move::kDiscard &&
+        (checks_[it.recompute] != Check::kValid || alloc_iteration_ == untrusted_iteration_)) {
+      move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it, or not here: keep the value
     }
     switch (move) {
       case ReplayProgram::Move::kPrefetch:
@@ -705,6 +711,8 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     reject("no way to copy device memory for the check");
     return;
   }
+  // Where this iteration's buffers are is not known: the check waits for the next iteration.
+  if (alloc_iteration_ == untrusted_iteration_) return;
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
   if (!PlaceLocked(rc, &redirected)) {
     reject(fmt::format("buffer {} is not allocated at that point", missing_));
@@ -831,7 +839,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
     alloc_iteration_ = iteration;
     alloc_base_.assign(p->alloc_size.size(), 0);
     alloc_freed_.assign(p->alloc_size.size(), false);
-    ordinal_ = 0;
+    ordinal_ = iteration == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
   }
   const uint32_t k = ordinal_++;
   if (k >= alloc_base_.size()) return;

@@ -58,8 +58,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // From the worker: run `program` from the next iteration start on. `base` is the number of an op that starts
-  // an iteration.
-  void Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device);
+  // an iteration; `next_op`, where given, the number of the op the application launches next.
+  void Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device,
+               uint64_t next_op = UINT64_MAX);
   // Stops replaying (re-recording, degradation); in-flight work completes on its own.
   void Uninstall();
   bool armed() const { return armed_.load(std::memory_order_relaxed); }
@@ -167,6 +168,9 @@ class Executor {
   bool diverged_ = false;
   uint64_t iteration_ = 0;
   uint64_t alloc_iteration_ = UINT64_MAX;
+  // An iteration whose first allocations may have come before there was a program to count them: where its
+  // allocations are is unknown.
+  uint64_t untrusted_iteration_ = UINT64_MAX;
   uint32_t ordinal_ = 0;
   std::vector<uint64_t> alloc_base_;  // per ordinal: where this iteration's allocation is (0: not yet)
   std::vector<bool> alloc_freed_;

@@ -804,7 +804,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       }
       const uint64_t base = marker_mode_ ? op_counter_.load(std::memory_order_relaxed)
                                          : counted_boundary_.load(std::memory_order_relaxed) - period;
-      executor_.Install(std::move(program).value(), base, device);
+      executor_.Install(std::move(program).value(), base, device, op_counter_.load(std::memory_order_relaxed));
       SetState(live::State::kReplaying);
       return Status::Ok();
     };

@@ -224,5 +224,50 @@ TEST_F(ExecutorTest, ValidationRejectsARecomputeThatLeavesPartOfItsTargetAsItWas
   }
 }
 
+// A first program installed right at an iteration's start has missed the allocations the application made before
+// that iteration's first launch, so it does not know where this iteration's buffers are: the recompute's check
+// waits for the next iteration (whose allocations it sees) instead of rejecting a good recompute.
+TEST_F(ExecutorTest, AProgramInstalledAtAnIterationsStartValidatesInTheNextIteration) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 5 + 1);
+  auto produce = [o = out.get(), x = in.get()] {
+    for (uint64_t i = 0; i < kBytes; ++i) o[i] = static_cast<unsigned char>(x[i] + 1);
+  };
+  int launches = 0;
+  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
+    ++launches;
+    produce();
+    return true;
+  });
+  const uint64_t target = reinterpret_cast<uint64_t>(out.get());
+  auto program = std::make_shared<ReplayProgram>(*RecomputeProgram(target, reinterpret_cast<uint64_t>(in.get()), producer));
+  program->buffers[0].allocated_inside = true;  // allocated before op 0 of every iteration
+  program->buffers[0].alloc_ordinal = 0;
+  program->alloc_size = {kBytes};
+  Executor e(api_, &stats_);
+  // The application has allocated the target (next op: 0) when the program arrives.
+  e.Install(program, 0, 0, 0);
+  bool wants = false;
+  for (uint64_t iteration = 0; iteration < 2; ++iteration) {
+    SCOPED_TRACE(iteration);
+    if (iteration == 1) e.OnAllocation(target, kBytes, 3, 0, false);
+    for (uint32_t pos = 0; pos < 3; ++pos) {
+      const uint32_t at = e.Before(3 * iteration + pos, 11 * (pos + 1), 0, {}, &wants);
+      ASSERT_EQ(at, pos);
+      if (pos == 0) {
+        produce();  // the application's launch
+        e.SetLaunch(at, producer);
+      }
+      e.After(at, true);
+    }
+    EXPECT_EQ(launches, iteration == 0 ? 0 : 1);  // checked in the second iteration only
+    EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
+    EXPECT_FALSE(e.rejected_ops()[0]);
+  }
+  e.Uninstall();
+}
+
 }  // namespace
 }  // namespace karma::rt
