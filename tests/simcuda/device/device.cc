@@ -347,7 +347,7 @@ cudaError_t Device::AllocateLocked(void** ptr, size_t bytes, MemKind kind) {
     a->base = reinterpret_cast<uintptr_t>(p);
   } else if (kind == MemKind::kManaged) {
     a->span = RoundUp(bytes, kPageBytes);
-    a->base = space_.Allocate(a->span, kPageBytes);
+    a->base = space_.Allocate(a->span, kBlockBytes);
     if (a->base == 0) return cudaErrorMemoryAllocation;
     a->pages.resize(a->span / kPageBytes);
   } else {
@@ -489,8 +489,11 @@ void Device::Touch(std::span<const Range> ranges, TouchResult* out) {
             out->ready = std::max(out->ready, page.available_at);
             continue;
           }
-          ++stats_.faults;
-          double stall = hw.fault_latency_s;
+          double stall = 0;
+          if (out->serviced.insert({a, i / kPagesPerBlock}).second) {
+            ++stats_.faults;
+            stall += hw.fault_latency_s;
+          }
           if (page.state == PageState::kHost) {
             stall += static_cast<double>(kPageBytes) / hw.fault_bw;
             stats_.faulted_bytes += kPageBytes;

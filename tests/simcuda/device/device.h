@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -36,7 +37,13 @@ struct CUevent_st {
 
 namespace simcuda {
 
-inline constexpr uint64_t kPageBytes = 2ull << 20;  // managed-memory residency granularity
+// Managed memory moves and takes device memory in 64 KiB pages: cudaMemPrefetchAsync rounds a range to the CPU
+// page (4 KiB on x86-64, 64 KiB on arm64) and the driver backs a partly resident 2 MiB block with 64 KiB chunks.
+inline constexpr uint64_t kPageBytes = 64ull << 10;
+// Managed allocations start on a 2 MiB boundary, and a fault is serviced per 2 MiB block of an allocation: one
+// fault latency for every block a kernel touches with pages missing (the driver batches faults per block).
+inline constexpr uint64_t kBlockBytes = 2ull << 20;
+inline constexpr uint64_t kPagesPerBlock = kBlockBytes / kPageBytes;
 
 enum class MemKind { kDevice, kManaged, kPinnedHost };
 
@@ -180,6 +187,7 @@ class Device {
     double stall = 0;  // fault handling, serialized on the faulting engine
     uint64_t writebacks = 0;
     std::vector<Page*> arrived;
+    std::set<std::pair<const Allocation*, size_t>> serviced;  // the 2 MiB blocks whose faults were paid for
   };
 
   CUstream_st* ResolveStream(cudaStream_t stream);  // null for an unknown handle
