@@ -314,15 +314,15 @@ std::vector<std::pair<uint64_t, uint64_t>> Arena::SlabPagesFreedBy(uint64_t addr
     return std::min(b, hi) > std::max(a, lo) ? std::min(b, hi) - std::max(a, lo) : 0;
   };
   const auto same = pending_.find(stream == kSyncStream ? 0 : stream);
-  for (uint64_t page = AlignDown(addr, kLargePage); page < end; page += kLargePage) {
-    const uint64_t hi = page + kLargePage;
+  for (uint64_t page = AlignDown(addr, kResidencyPage); page < end; page += kResidencyPage) {
+    const uint64_t hi = page + kResidencyPage;
     uint64_t dead = small_.FreeBytesIn(page, hi) + overlap(addr, end, page, hi);
     if (same != pending_.end()) {
       for (const Pending& q : same->second) {
         if (q.block.small) dead += overlap(q.addr, q.addr + q.block.span, page, hi);
       }
     }
-    if (dead == kLargePage) pages.emplace_back(page, kLargePage);
+    if (dead == kResidencyPage) pages.emplace_back(page, kResidencyPage);
   }
   return pages;
 }

@@ -26,15 +26,19 @@ inline StreamKey KeyOf(const void* stream) {
 inline constexpr uint64_t kLargePage = 2ull << 20;   // large buffers: 2 MiB spans, 2 MiB aligned
 inline constexpr uint64_t kSmallLimit = 1ull << 20;  // up to this size, buffers are packed into 2 MiB slabs
 inline constexpr uint64_t kSmallAlign = 256;          // what cudaMalloc guarantees
+// What the driver moves and backs with device memory at a time: prefetches and discards are rounded to the CPU
+// page (4 KiB on x86-64, 64 KiB on arm64), and a partly resident 2 MiB block takes device memory in 64 KiB
+// chunks. So a buffer costs its bytes rounded to 64 KiB, not its 2 MiB span.
+inline constexpr uint64_t kResidencyPage = 64ull << 10;
 
 inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
-// `bytes` (a size or an address) rounded up to whole 2 MiB pages.
-inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kLargePage); }
-// The bytes of the whole pages inside [addr, addr + bytes), which start at PageUp(addr): what moving that range
-// to the host moves without taking a neighbour's bytes along.
+// `bytes` (a size or an address) rounded up to whole residency pages.
+inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kResidencyPage); }
+// The bytes of the whole residency pages inside [addr, addr + bytes), which start at PageUp(addr): what moving
+// that range to the host moves without taking a neighbour's bytes along.
 inline constexpr uint64_t OwnedPageBytes(uint64_t addr, uint64_t bytes) {
-  const uint64_t lo = PageUp(addr), hi = AlignDown(addr + bytes, kLargePage);
+  const uint64_t lo = PageUp(addr), hi = AlignDown(addr + bytes, kResidencyPage);
   return hi > lo ? hi - lo : 0;
 }
 
@@ -79,8 +83,8 @@ struct ArenaUsage {
 };
 
 // Serves device allocations from cudaMallocManaged segments. Small buffers are packed (256-byte aligned) into
-// 2 MiB slabs, larger ones get whole 2 MiB pages so that prefetch and eviction never split a page between
-// buffers. Frees are stream-ordered: a block freed on stream S is reusable by S at once and by everyone else
+// 2 MiB slabs, larger ones get 2 MiB-aligned spans of their own so that prefetch and eviction never split a
+// residency page between buffers. Frees are stream-ordered: a block freed on stream S is reusable by S at once and by everyone else
 // when an event recorded on S completes; cudaFree's blocks wait for the legacy stream. Segments are never
 // returned (cudaFree synchronizes the device). Thread-safe.
 class Arena {
@@ -112,7 +116,7 @@ class Arena {
   void SetCapturing(bool capturing);
   // True when addr lies inside a segment.
   bool Contains(uint64_t addr) const;
-  // Before Free(addr, stream) of a small block: the 2 MiB slab pages it lies on that hold no other block then but
+  // Before Free(addr, stream) of a small block: the residency pages it lies on that hold no other block then but
   // free ones and those freed earlier on the same stream (whose work precedes this free). Their contents are dead
   // once the stream reaches the free, so they may leave the device without a write-back. Empty for a large block
   // (its pages are its own) or an address that is not a live block.

@@ -340,12 +340,12 @@ bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
 
 bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
   if (!AddressLocked(b, r)) return false;
-  // A whole large arena block owns its pages up to the 2 MiB boundary: moving or discarding the span frees the
-  // last, partly used page too (a discard frees only pages it covers entirely).
+  // A whole large arena block owns its last, partly used page too: moving or discarding up to that page's end
+  // frees it (a discard frees only pages it covers entirely).
   const ReplayBuffer& rb = prog_->buffers[b];
   if (rb.origin == Origin::kArena && rb.address == rb.alloc_start && rb.bytes == rb.alloc_bytes &&
       rb.bytes > kSmallLimit) {
-    r->bytes = Arena::SpanOf(rb.bytes);
+    r->bytes = PageUp(rb.bytes);
   }
   return true;
 }
@@ -829,7 +829,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
     // transfer and spares the op that writes the tensor the faults.
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
-    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), Arena::SpanOf(size), Location(true, device_), 0,
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,
                                   S(key)) != cudaSuccess) {
       errors.Failed();
     }

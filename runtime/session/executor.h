@@ -103,7 +103,7 @@ class Executor {
     std::vector<size_t> sizes;
     explicit Batch(const std::vector<Range>& ranges);
   };
-  // The whole 2 MiB pages inside `r` (empty when it owns none): only those move without taking a neighbour's
+  // The whole residency pages inside `r` (empty when it owns none): only those move without taking a neighbour's
   // bytes along.
   static Range OwnedPages(const Range& r);
 

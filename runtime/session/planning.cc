@@ -35,7 +35,7 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
 trace::Iteration PlanningIteration(const trace::Iteration& it) {
   trace::Iteration p = it;
   for (trace::Buffer& b : p.buffers) {
-    if (b.bytes > kSmallLimit) b.bytes = Arena::SpanOf(b.bytes);  // a buffer of 1-2 MiB takes a page too
+    if (b.bytes > kSmallLimit) b.bytes = PageUp(b.bytes);  // a large buffer owns its pages, the last one too
   }
   // The policy frees a buffer right after its last use; an application often frees it a few ops later, and until
   // then its pages stay on the device. The op right before the free is made to read it, so that the plan counts

@@ -53,8 +53,8 @@ std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration&
                              uint64_t device_bytes);
 
 // What the planner sees: the recorded iteration with every buffer the arena does not pack into a slab (above 1
-// MiB) rounded up to whole 2 MiB pages (the arena gives such buffers whole pages, and residency moves by page), so
-// that a plan within the capacity keeps the device within it.
+// MiB) rounded up to whole residency pages (64 KiB: the arena gives such buffers pages of their own, and
+// residency moves by page), so that a plan within the capacity keeps the device within it.
 trace::Iteration PlanningIteration(const trace::Iteration& it);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a

@@ -57,13 +57,17 @@ TEST(RangeAllocatorTest, AllocateAtTakesExactlyThatRange) {
   EXPECT_EQ(r.range_count(), 2u);
 }
 
-// A range's own pages: the whole 2 MiB pages inside it, none when it lies across a page boundary.
+// A range's own pages: the whole residency (64 KiB) pages inside it, none when it lies across a page boundary.
 TEST(OwnedPageBytesTest, CountsOnlyWholePagesInsideTheRange) {
-  EXPECT_EQ(OwnedPageBytes(0, 5 * kLargePage), 5 * kLargePage);
-  EXPECT_EQ(OwnedPageBytes(kLargePage / 2, 3 * kLargePage), 2 * kLargePage);  // half a page at each end
-  EXPECT_EQ(OwnedPageBytes(kLargePage, kLargePage - 1), 0u);
-  EXPECT_EQ(OwnedPageBytes(kLargePage - 1, kLargePage), 0u);  // one byte short of a page
-  EXPECT_EQ(OwnedPageBytes(kLargePage - 1, kLargePage + 1), kLargePage);
+  constexpr uint64_t kP = kResidencyPage;
+  static_assert(kLargePage % kP == 0);
+  EXPECT_EQ(OwnedPageBytes(0, 5 * kP), 5 * kP);
+  EXPECT_EQ(OwnedPageBytes(kP / 2, 3 * kP), 2 * kP);  // half a page at each end
+  EXPECT_EQ(OwnedPageBytes(kP, kP - 1), 0u);
+  EXPECT_EQ(OwnedPageBytes(kP - 1, kP), 0u);  // one byte short of a page
+  EXPECT_EQ(OwnedPageBytes(kP - 1, kP + 1), kP);
+  EXPECT_EQ(OwnedPageBytes(0, kLargePage + 1), kLargePage);
+  EXPECT_EQ(PageUp(kLargePage + 1), kLargePage + kP);
 }
 
 TEST_F(ArenaTest, LargeBuffersAreWholeAlignedPages) {
@@ -114,31 +118,38 @@ TEST(RangeAllocatorTest, FreeBytesInCountsTheFreeRangesInsideABound) {
   EXPECT_EQ(r.FreeBytesIn(900, 2000), 100u);
 }
 
-// A small block's free names the slab page it leaves without a live block, once the others on it are free or were
-// freed earlier on the same stream; a block on another stream still pending, or a live one, keeps the page.
+// A small block's free names the slab pages it leaves without a live block: its own whole pages at once, and a
+// page it shares once the neighbour there is free or was freed earlier on the same stream; a neighbour on another
+// stream still pending, or a live one, keeps the shared page.
 TEST_F(ArenaTest, SlabPagesFreedByASmallBlockAreThoseItLeavesEmpty) {
+  using Pages = std::vector<std::pair<uint64_t, uint64_t>>;
+  auto pages = [](uint64_t lo, uint64_t hi) {  // the residency pages inside [lo, hi)
+    Pages out;
+    for (uint64_t p = PageUp(lo); p + kResidencyPage <= hi; p += kResidencyPage) out.emplace_back(p, kResidencyPage);
+    return out;
+  };
   const uint64_t a = Alloc(900 << 10, kS1);
   const uint64_t b = Alloc(900 << 10, kS1);
   const uint64_t c = Alloc(200 << 10, kS1);
   ASSERT_EQ(AlignDown(a, kLargePage), AlignDown(c, kLargePage));  // one slab
-  const uint64_t page = AlignDown(a, kLargePage);
-  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS1).empty());  // b and c are live
+  ASSERT_TRUE(a < b && b < c);
+  ASSERT_NE(b % kResidencyPage, 0u);  // b shares its first page with a
+  ASSERT_NE(c % kResidencyPage, 0u);  // and its last with c
+  const uint64_t b_end = b + (900 << 10);
+  EXPECT_EQ(arena_.SlabPagesFreedBy(b, kS1), pages(b, b_end));  // a and c are live: b's own pages
   EXPECT_TRUE(arena_.SlabPagesFreedBy(Alloc(4 << 20), kSyncStream).empty());  // a large block's pages are its own
   Fake().streams[kS1].submitted += 3;  // the frees stay pending
   Fake().streams[kS2].submitted += 3;
-  arena_.Free(b, kS1);
+  arena_.Free(a, kS1);
   arena_.Free(c, kS2);
-  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS1).empty());  // c's free on kS2 may not have happened yet
+  // A free pending on b's stream is ordered before b's: the page b shares with that block goes; the other free
+  // may not have happened yet.
+  EXPECT_EQ(arena_.SlabPagesFreedBy(b, kS1), pages(AlignDown(b, kResidencyPage), b_end));
+  EXPECT_EQ(arena_.SlabPagesFreedBy(b, kS2), pages(b, PageUp(b_end)));
   Fake().CompleteAll();
   arena_.Poll();
-  EXPECT_EQ(arena_.SlabPagesFreedBy(a, kS1), (std::vector<std::pair<uint64_t, uint64_t>>{{page, kLargePage}}));
-  const uint64_t d = Alloc(900 << 10, kS1);
-  ASSERT_EQ(AlignDown(d, kLargePage), page);
-  Fake().streams[kS1].submitted += 3;
-  arena_.Free(d, kS1);  // pending on the stream that frees `a`: ordered before it
-  EXPECT_EQ(arena_.SlabPagesFreedBy(a, kS1).size(), 1u);
-  EXPECT_TRUE(arena_.SlabPagesFreedBy(a, kS2).empty());
-  EXPECT_TRUE(arena_.SlabPagesFreedBy(page + 1, kS1).empty());  // not a block
+  EXPECT_EQ(arena_.SlabPagesFreedBy(b, kSyncStream), pages(AlignDown(b, kResidencyPage), PageUp(b_end)));
+  EXPECT_TRUE(arena_.SlabPagesFreedBy(b + 1, kS1).empty());  // not a block
 }
 
 TEST_F(ArenaTest, StreamOrderedFreeWaitsForTheStreamExceptOnTheSameStream) {

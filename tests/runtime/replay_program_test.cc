@@ -140,7 +140,7 @@ TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
 
 TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTheirFree) {
   trace::Iteration it;
-  const uint64_t sizes[] = {3u << 20, 1u << 20, 3u << 20, 3u << 19};
+  const uint64_t sizes[] = {(3u << 20) + 1, 1u << 20, 3u << 20, (3u << 19) + 100};
   for (trace::BufferId b = 0; b < 4; ++b) {
     trace::Buffer buf;
     buf.id = b;
@@ -167,9 +167,10 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
     it.events.push_back(e);
   }
   const trace::Iteration p = PlanningIteration(it);
-  EXPECT_EQ(p.buffers[0].bytes, 4u << 20);
+  EXPECT_EQ(p.buffers[0].bytes, (3u << 20) + kResidencyPage);  // its last page is its own
   EXPECT_EQ(p.buffers[1].bytes, 1u << 20);  // packed into a slab with others
-  EXPECT_EQ(p.buffers[3].bytes, 2u << 20);  // 1.5 MiB: a page of its own
+  EXPECT_EQ(p.buffers[2].bytes, 3u << 20);
+  EXPECT_EQ(p.buffers[3].bytes, (3u << 19) + kResidencyPage);
   EXPECT_EQ(p.ops[3].reads, (std::vector<trace::BufferId>{2, 0}));  // held on the device until its free
   EXPECT_TRUE(p.ops[2].reads.empty());
   EXPECT_TRUE(p.ops[4].reads.empty());
