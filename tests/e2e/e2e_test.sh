@@ -79,10 +79,7 @@ oom)
   echo "out of memory without KARMA at 2x, 3x, 4x"
   ;;
 mlp_2 | mlp_3 | mlp_4) app_case mlp_trainer "${case#mlp_}" 1.5 ;;
-skipnet_2 | skipnet_3) app_case skipnet_trainer "${case#skipnet_}" 1.5 ;;
-# Known gap: at 4x (256 MiB on 64 MiB) the best plan found replays at 1.80x in core (docs/runtime-e2e.md); this
-# guards what it reaches now.
-skipnet_4) app_case skipnet_trainer 4 1.9 ;;
+skipnet_2 | skipnet_3 | skipnet_4) app_case skipnet_trainer "${case#skipnet_}" 1.5 ;;
 segments)
   # A caching allocator (the apps' default, like PyTorch's): its large segments are planned by page; only exact
   # pages (inside one cuBLAS operand) may be discarded and recomputed, the rest is only swapped, and dead values
