@@ -91,30 +91,16 @@ Result<std::string> TracePath(const std::string& dir, const std::string& program
 
 namespace {
 
-// How one registry buffer appears in the trace: whole, or as the sub-buffers (atoms) its ops' pointers show.
-// A large allocation holding several tensors (a caching allocator's segment) appears as its 2 MiB pages instead
-// (units): residency moves by page, and the tensors inside a segment are not page-aligned, so a plan over the
-// atoms would count a page shared by two tensors twice (each rounded up to whole pages) and an eviction of one
-// tensor could free only the pages it owns entirely. Planning over pages accounts exactly what the device holds
-// and moves exactly what the plan says.
+// How one registry buffer appears in the trace: whole, or as the sub-buffers (atoms) its ops' pointers show (a
+// caching allocator's segment holding several tensors). Residency moves by 64 KiB page, so two atoms share at most
+// a page at each end: a plan over atoms counts nearly what the device holds, and an eviction of one atom moves
+// all but those end pages. (With 2 MiB pages the runtime planned such segments by page: no recompute there, and
+// slower; docs/runtime-e2e.md.)
 struct Split {
   std::vector<uint64_t> bounds;  // atom k is [bounds[k], bounds[k + 1]) relative to the buffer's start
-  std::vector<uint64_t> units;   // unit j is [units[j], units[j + 1]): the atoms, or the pages when paged
-  std::vector<trace::BufferId> ids;  // per unit; kNone for units no op touches
+  std::vector<trace::BufferId> ids;  // per atom; kNone for atoms no op touches
   bool whole = true;
-  bool paged = false;
 };
-
-// The units atom k lies in: itself, or the pages it overlaps.
-template <typename F>
-void ForUnits(const Split& sp, size_t k, F f) {
-  if (!sp.paged) {
-    f(k);
-    return;
-  }
-  const size_t last = std::min((sp.bounds[k + 1] - 1) / kLargePage, sp.units.size() - 2);
-  for (size_t j = sp.bounds[k] / kLargePage; j <= last; ++j) f(j);
-}
 
 // The atoms a use touches: with a known extent every atom inside [offset, offset + extent), else the one that
 // starts at offset (a kernel argument says where a tensor starts, not where it ends).
@@ -185,17 +171,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     sp.bounds.erase(std::unique(sp.bounds.begin(), sp.bounds.end()), sp.bounds.end());
     if (sp.bounds.size() < 2) sp.bounds.push_back(sp.bounds.front());  // a zero-byte allocation
     sp.whole = sp.bounds.size() == 2;
-    const BufferEntry& e = rec.buffers.at(serial).entry;
-    // Only a large arena allocation is placed on whole pages of its own (Arena: 2 MiB aligned); a 2 MiB one is a
-    // single page, so paging it would merge its tensors (a caching allocator's small pool) into one buffer.
-    sp.paged = !sp.whole && e.origin == Origin::kArena && e.size > kLargePage;
-    if (sp.paged) {
-      for (uint64_t b = 0; b < e.size; b += kLargePage) sp.units.push_back(b);
-      sp.units.push_back(e.size);
-    } else {
-      sp.units = sp.bounds;
-    }
-    sp.ids.assign(sp.units.size() - 1, trace::kNone);
+    sp.ids.assign(sp.bounds.size() - 1, trace::kNone);
   }
   // Which atoms are used at all (a split allocation's untouched gaps are not buffers), and which lie inside an
   // operand whose extent the API stated (a GEMM's matrices, a copy): their bytes belong to one tensor.
@@ -214,26 +190,16 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     }
   }
 
-  // Buffer ids in order of first appearance of their allocation, units in address order. A page holds one
-  // tensor's bytes only when it lies inside one stated atom.
+  // Buffer ids in order of first appearance of their allocation, atoms in address order.
   for (uint64_t serial : rec.buffer_order) {
     const RecordedBuffer& rb = rec.buffers.at(serial);
     Split& sp = splits.at(serial);
-    std::vector<bool> unit_used(sp.ids.size(), false), unit_stated(sp.ids.size(), false);
-    for (size_t k = 0; k + 1 < sp.bounds.size(); ++k) {
-      if (!used.at(serial)[k]) continue;
-      ForUnits(sp, k, [&](size_t j) {
-        unit_used[j] = true;
-        unit_stated[j] = stated.at(serial)[k] &&
-                         (!sp.paged || (sp.bounds[k] <= sp.units[j] && sp.units[j + 1] <= sp.bounds[k + 1]));
-      });
-    }
     for (size_t k = 0; k < sp.ids.size(); ++k) {
-      if (!unit_used[k]) continue;
+      if (!used.at(serial)[k]) continue;
       trace::Buffer b;
       b.id = static_cast<trace::BufferId>(it.buffers.size());
-      b.bytes = sp.units[k + 1] - sp.units[k];
-      b.address = rb.entry.start + sp.units[k];
+      b.bytes = sp.bounds[k + 1] - sp.bounds[k];
+      b.address = rb.entry.start + sp.bounds[k];
       b.dtype = rb.dtype;
       if (ctx.sites != nullptr) b.site = ctx.sites->Describe(rb.entry.site);
       sp.ids[k] = b.id;
@@ -246,7 +212,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
       r.allocated_inside = rb.allocated_inside;
       r.alloc_ordinal = rb.alloc_ordinal;
       r.exact = rb.entry.origin == Origin::kArena &&
-                ((sp.whole && rb.allocated_inside && rb.freed_inside) || unit_stated[k]);
+                ((sp.whole && rb.allocated_inside && rb.freed_inside) || stated.at(serial)[k]);
       out.buffers.push_back(r);
       it.buffers.push_back(std::move(b));
     }
@@ -288,23 +254,11 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
         bits = static_cast<uint8_t>(u.changed == 1 ? Access::kReadWrite : Access::kRead);
       }
       const Split& sp = splits.at(u.serial);
-      uint64_t lo = UINT64_MAX, hi = 0;  // the bytes the use covers
       ForAtoms(sp, u, [&](size_t k) {
-        lo = std::min(lo, sp.bounds[k]);
-        hi = std::max(hi, sp.bounds[k + 1]);
-      });
-      ForAtoms(sp, u, [&](size_t k) {
-        ForUnits(sp, k, [&](size_t j) {
-          const trace::BufferId id = sp.ids[j];
-          uint8_t unit_bits = bits;
-          // A page the write covers only in part keeps the rest of its bytes: the op also reads it.
-          if ((bits & static_cast<uint8_t>(Access::kWrite)) && (sp.units[j] < lo || sp.units[j + 1] > hi)) {
-            unit_bits |= static_cast<uint8_t>(Access::kRead);
-          }
-          dirs[id] |= unit_bits;
-          // A probed first touch that changed the bytes created the value: like a fresh allocation's first use.
-          if (u.changed == 1 && first_use[id] == trace::kNone) fresh[id] = true;
-        });
+        const trace::BufferId id = sp.ids[k];
+        dirs[id] |= bits;
+        // A probed first touch that changed the bytes created the value: like a fresh allocation's first use.
+        if (u.changed == 1 && first_use[id] == trace::kNone) fresh[id] = true;
       });
     }
     uint64_t buffer_bytes = 0;

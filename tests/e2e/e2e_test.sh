@@ -81,12 +81,12 @@ oom)
 mlp_2 | mlp_3 | mlp_4) app_case mlp_trainer "${case#mlp_}" 1.5 ;;
 skipnet_2 | skipnet_3 | skipnet_4) app_case skipnet_trainer "${case#skipnet_}" 1.5 ;;
 segments)
-  # A caching allocator (the apps' default, like PyTorch's): its large segments are planned by page; only exact
-  # pages (inside one cuBLAS operand) may be discarded and recomputed, the rest is only swapped, and dead values
-  # the allocator keeps are evicted or kept, never discarded until a call that writes all of their pages comes
-  # (skipnet's GEMMs: repopulated without a transfer). Results stay bit-identical and KARMA is at least 1.5x
-  # faster than managed memory alone (3.2x and 5.0x at 2x memory on 64 MiB, docs/runtime-e2e.md); skipnet is
-  # within 1.5x of in core (1.45x), mlp_trainer not yet (1.63x, guarded at 1.7x).
+  # A caching allocator (the apps' default, like PyTorch's): its large segments are planned by the tensors the
+  # pointers show; only exact ones (inside one cuBLAS operand) may be discarded and recomputed, the rest is only
+  # swapped, and dead values the allocator keeps are evicted or kept, never discarded until a call that writes
+  # all of their pages comes (skipnet's GEMMs: repopulated without a transfer). Results stay bit-identical and
+  # KARMA is at least 1.5x faster than managed memory alone (3.4x and 4.6x at 2x memory on 64 MiB,
+  # docs/runtime-e2e.md); skipnet is within 1.5x of in core (1.42x), mlp_trainer not yet (1.56x, guarded at 1.7x).
   declare -A max_incore=([mlp_trainer]=1.7 [skipnet_trainer]=1.5)
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc segments)

@@ -38,9 +38,9 @@ Recording OneAllocation(uint64_t size, const std::vector<std::vector<Use>>& ops)
   return rec;
 }
 
-// A caching allocator's 20 MiB segment holding 3 MiB tensors back to back: the trace's buffers are its pages
-// (the tensors share pages, and residency moves by page), each used by the ops of the tensors on it.
-TEST(FinishRecording, LargeSegmentHoldingSeveralTensorsBecomesPages) {
+// A caching allocator's 20 MiB segment holding 3 MiB tensors back to back: the trace's buffers are the tensors
+// the pointers show (atoms; the last one runs to the end of the segment), each used by its own ops.
+TEST(FinishRecording, LargeSegmentHoldingSeveralTensorsBecomesItsTensors) {
   const uint64_t t = 3 * kMiB;
   Recording rec = OneAllocation(20 * kMiB, {{{0, Access::kWrite}},
                                             {{0, Access::kRead}, {t, Access::kWrite}},
@@ -48,65 +48,55 @@ TEST(FinishRecording, LargeSegmentHoldingSeveralTensorsBecomesPages) {
   CudaApi api;
   auto out = FinishRecording(rec, api, TraceContext{});
   ASSERT_TRUE(out.ok()) << out.status().message();
-  // Tensors [0,3), [3,6), [6,20) MiB (the last one up to the end): every page is used.
-  ASSERT_EQ(out->it.buffers.size(), 10u);
-  for (size_t b = 0; b < out->buffers.size(); ++b) {
-    EXPECT_EQ(out->it.buffers[b].bytes, 2 * kMiB);
-    EXPECT_EQ(out->buffers[b].address, 64 * kMiB + 2 * kMiB * b);
-    EXPECT_FALSE(out->buffers[b].exact);
+  ASSERT_EQ(out->it.buffers.size(), 3u);
+  const uint64_t start[] = {0, t, 2 * t}, bytes[] = {t, t, 20 * kMiB - 2 * t};
+  for (size_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(out->it.buffers[b].bytes, bytes[b]);
+    EXPECT_EQ(out->buffers[b].address, 64 * kMiB + start[b]);
+    EXPECT_FALSE(out->buffers[b].exact);  // no API stated where a tensor ends
   }
-  // Page 1 holds the end of tensor 0 and the start of tensor 1: op 1 reads it and writes it. (A kernel's write
-  // of unknown extent also reads, so page 2 is read and written too.)
+  // Op 1 reads tensor 0 and writes tensor 1; a kernel's write of unknown extent may leave bytes as they were, so
+  // it also reads.
   const trace::Op& op1 = out->it.ops[1];
-  EXPECT_EQ(op1.reads, (std::vector<trace::BufferId>{0, 1, 2}));
-  EXPECT_EQ(op1.writes, (std::vector<trace::BufferId>{1, 2}));
-  // A library call writing tensor 1 ([3, 6) MiB) with its stated extent writes pages 1 and 2; it keeps the rest of
-  // page 1 (the end of tensor 0), so it reads that one, while page 2 lies inside the tensor.
+  EXPECT_EQ(op1.reads, (std::vector<trace::BufferId>{0, 1}));
+  EXPECT_EQ(op1.writes, (std::vector<trace::BufferId>{1}));
+  // A library call writing tensor 1 with its stated extent writes exactly it: no read, and it is exact.
   Recording lib = OneAllocation(20 * kMiB, {{{0, Access::kWrite}},
                                             {{t, Access::kWrite, t}},
                                             {{2 * t, Access::kRead}}});
   lib.ops[1].kind = trace::OpKind::kLibrary;
   auto lout = FinishRecording(lib, api, TraceContext{});
   ASSERT_TRUE(lout.ok()) << lout.status().message();
-  EXPECT_EQ(lout->it.ops[1].reads, (std::vector<trace::BufferId>{1}));
-  EXPECT_EQ(lout->it.ops[1].writes, (std::vector<trace::BufferId>{1, 2}));
+  ASSERT_EQ(lout->it.buffers.size(), 3u);
+  EXPECT_TRUE(lout->it.ops[1].reads.empty());
+  EXPECT_EQ(lout->it.ops[1].writes, (std::vector<trace::BufferId>{1}));
+  EXPECT_TRUE(lout->buffers[1].exact);
+  EXPECT_FALSE(lout->buffers[2].exact);
 }
 
-// A page that lies inside an operand whose extent the API stated holds that tensor only: it stays exact.
-TEST(FinishRecording, PageInsideAStatedOperandIsExact) {
-  Recording rec = OneAllocation(8 * kMiB, {{{kMiB, Access::kWrite, 6 * kMiB}}, {{7 * kMiB, Access::kRead}}});
-  rec.ops[0].kind = trace::OpKind::kLibrary;
-  CudaApi api;
-  auto out = FinishRecording(rec, api, TraceContext{});
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  ASSERT_EQ(out->buffers.size(), 4u);
-  EXPECT_FALSE(out->buffers[0].exact);  // [0, 2): the operand starts at 1 MiB
-  EXPECT_TRUE(out->buffers[1].exact);   // [2, 4)
-  EXPECT_TRUE(out->buffers[2].exact);   // [4, 6)
-  EXPECT_FALSE(out->buffers[3].exact);  // [6, 8): the operand ends at 7 MiB
-}
-
-// An operand whose extent skips bytes (a GEMM output with ldc above m): the skipped bytes may be another tensor's
-// and keep their values, so its pages are not exact and the write also reads them.
-TEST(FinishRecording, PageInsideAnOperandWithGapsIsNotExactAndIsAlsoRead) {
+// An operand whose extent the API stated is a tensor of its own, and exact, unless the extent skips bytes (a
+// GEMM output with ldc above m): the skipped bytes may be another tensor's and keep their values, so it is not
+// exact and the write also reads. Bytes no op uses are no buffer.
+TEST(FinishRecording, StatedOperandIsExactUnlessItHasGaps) {
   for (const bool gaps : {false, true}) {
+    SCOPED_TRACE(gaps ? "with gaps" : "dense");
     Recording rec =
         OneAllocation(8 * kMiB, {{{kMiB, Access::kWrite, 6 * kMiB, gaps}}, {{7 * kMiB, Access::kRead}}});
     rec.ops[0].kind = trace::OpKind::kLibrary;
     CudaApi api;
     auto out = FinishRecording(rec, api, TraceContext{});
     ASSERT_TRUE(out.ok()) << out.status().message();
-    ASSERT_EQ(out->buffers.size(), 4u);
-    EXPECT_EQ(out->buffers[1].exact, !gaps) << gaps;  // [2, 4) MiB, inside the extent
-    EXPECT_EQ(out->it.ops[0].writes, (std::vector<trace::BufferId>{0, 1, 2, 3}));
-    // Pages 0 and 3 are covered in part either way; 1 and 2 wholly, but with gaps the write leaves bytes alone.
-    const std::vector<trace::BufferId> reads = gaps ? std::vector<trace::BufferId>{0, 1, 2, 3}
-                                                    : std::vector<trace::BufferId>{0, 3};
-    EXPECT_EQ(out->it.ops[0].reads, reads) << gaps;
+    ASSERT_EQ(out->buffers.size(), 2u);  // [1, 7) and [7, 8) MiB; nothing uses [0, 1)
+    EXPECT_EQ(out->buffers[0].address, 65 * kMiB);
+    EXPECT_EQ(out->it.buffers[0].bytes, 6 * kMiB);
+    EXPECT_EQ(out->buffers[0].exact, !gaps);
+    EXPECT_FALSE(out->buffers[1].exact);
+    EXPECT_EQ(out->it.ops[0].writes, (std::vector<trace::BufferId>{0}));
+    EXPECT_EQ(out->it.ops[0].reads, gaps ? std::vector<trace::BufferId>{0} : std::vector<trace::BufferId>{});
   }
 }
 
-// A 2 MiB allocation is one page: its tensors (a caching allocator's small pool) stay separate buffers.
+// A caching allocator's small pool (a 2 MiB segment): its tensors are separate buffers.
 TEST(FinishRecording, SmallSegmentKeepsItsTensors) {
   Recording rec = OneAllocation(2 * kMiB, {{{0, Access::kWrite}}, {{4096, Access::kWrite}}});
   CudaApi api;
