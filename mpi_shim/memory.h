@@ -11,9 +11,10 @@
 
 namespace karma::dp {
 
-// Managed memory migrates in pages; the built-in moves only the 2 MiB pages a buffer covers entirely, so that a
-// small gradient packed into a page with live activations does not drag them to the host.
-inline constexpr uint64_t kPrefetchGranule = uint64_t{2} << 20;
+// Managed memory migrates in pages (64 KiB: the CPU page on arm64, the driver's chunk for a partly resident 2 MiB
+// block; runtime/session/arena.h kResidencyPage); the built-in moves only the pages a buffer covers entirely, so
+// that a small gradient sharing a page with live activations does not drag them to the host.
+inline constexpr uint64_t kPrefetchGranule = uint64_t{64} << 10;
 
 class MemoryMover {
  public:

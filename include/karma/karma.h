@@ -153,7 +153,7 @@ karma_status karma_dp_attach_optimizer(karma_optimizer* opt);
 karma_status karma_dp_detach_optimizer(karma_optimizer* opt);
 
 /* Where the data of the buffers the shim touches on the host should be: a runtime that places memory (the
- * libkarma.so replay executor) installs these; without them the shim moves whole 2 MiB pages of CUDA managed
+ * libkarma.so replay executor) installs these; without them the shim moves whole 64 KiB pages of CUDA managed
  * memory itself with cudaMemPrefetchAsync (KARMA_MPI_PREFETCH). Called on the shim's threads. */
 typedef struct karma_dp_memory_hooks {
   void* ctx;

@@ -45,7 +45,7 @@
     "none.")                                                                                                    \
   X(KARMA_MPI_PREFETCH, kBool, "1", "",                                                                         \
     "Move managed buffers the shim reads or writes on the host there first, and parameters back to the "        \
-    "device after a host update (whole 2 MiB pages, CUDA prefetch).")    \
+    "device after a host update (whole 64 KiB pages, CUDA prefetch).")    \
   X(KARMA_PLAN_CACHE, kString, "", "",                                                                          \
     "Directory of the plan cache (plans keyed by a fingerprint of trace, GPU profile, capacity and solver "     \
     "settings); empty: $XDG_CACHE_HOME/karma/plans (~/.cache/karma/plans); off: no cache.")

@@ -107,7 +107,7 @@ equal_skipnet)
 host_updates)
   # The paper's pipeline: each layer's gradient reduced, its parameters updated on the host by the shim, the
   # pages of gradients, parameters and momentum moved to the host first and the parameters back after. Layers
-  # of 4 MiB so that they cover whole 2 MiB pages. A fixed size whatever MEM: a 40 MiB footprint (36 MiB of
+  # of 4 MiB (whole pages at any granule). A fixed size whatever MEM: a 40 MiB footprint (36 MiB of
   # weights, gradients and momentum, a small batch) on a 20 MiB device, so that one layer's 12 MiB fit on it (on
   # a smaller device they are on the host already and there is nothing to move), and fast under the sanitizers.
   args=(--iters 2 --footprint 40MiB --width 1024 --depth 3 --host-optimizer)
