@@ -229,12 +229,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   for (uint32_t op = 0; op < p.period; ++op) {
     if (p.in_recompute[op]) launches_[op] = p.relaunch[op];  // until this iteration's launch replaces it
   }
-  if (alloc_iteration_ != (n - base_) / p.period) {
-    alloc_base_.assign(p.alloc_size.size(), 0);
-    alloc_freed_.assign(p.alloc_size.size(), false);
-    alloc_iteration_ = (n - base_) / p.period;
-    ordinal_ = alloc_iteration_ == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
-  }
+  TrackAllocationsLocked(p, (n - base_) / p.period);
   cudaEvent_t start = RecordLocked(p.stream[0]);
   busy_from_ = iteration_start_;
   busy_to_ = start;
@@ -834,13 +829,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
       errors.Failed();
     }
   }
-  const uint64_t iteration = (next_op - base_) / p->period;
-  if (iteration != alloc_iteration_) {
-    alloc_iteration_ = iteration;
-    alloc_base_.assign(p->alloc_size.size(), 0);
-    alloc_freed_.assign(p->alloc_size.size(), false);
-    ordinal_ = iteration == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
-  }
+  TrackAllocationsLocked(*p, (next_op - base_) / p->period);
   const uint32_t k = ordinal_++;
   if (k >= alloc_base_.size()) return;
   if (p->alloc_size[k] != size) {
@@ -850,6 +839,15 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
     return;
   }
   alloc_base_[k] = addr;
+}
+
+void Executor::TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration) {
+  if (iteration == alloc_iteration_) return;
+  alloc_iteration_ = iteration;
+  alloc_base_.assign(p.alloc_size.size(), 0);
+  alloc_freed_.assign(p.alloc_size.size(), false);
+  // An untrusted iteration counts no allocation: every ordinal stays unknown.
+  ordinal_ = iteration == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
 }
 
 void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,

@@ -115,6 +115,8 @@ class Executor {
   bool OrderLocked(StreamKey first, cudaStream_t then);
   static cudaStream_t S(StreamKey k);
   void StartIterationLocked(uint64_t n);
+  // Allocations are counted per iteration (the first allocation, or the start, of an iteration resets them).
+  void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);
   void MeasureLocked(bool final);
   void SampleDeviceLocked();
   // Where buffer b is now; false when its allocation is not live in this iteration.
