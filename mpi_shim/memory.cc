@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include "runtime/common/managed_pages.h"
+
 namespace karma::dp {
 
 // The real CUDA runtime, reached through its own handle: the shim's moves are not the application's work, so
@@ -64,9 +66,11 @@ int MemoryMover::CurrentDevice() {
 }
 
 void MemoryMover::Prefetch(const void* p, size_t bytes, bool to_device, int device) {
-  const uint64_t begin = (reinterpret_cast<uint64_t>(p) + kPrefetchGranule - 1) / kPrefetchGranule * kPrefetchGranule;
-  const uint64_t end = (reinterpret_cast<uint64_t>(p) + bytes) / kPrefetchGranule * kPrefetchGranule;
-  if (end <= begin) return;
+  // Only the pages the buffer covers entirely (karma::OwnedPageBytes): a small gradient sharing a page with live
+  // activations must not drag them to the host.
+  const uint64_t begin = PageUp(reinterpret_cast<uint64_t>(p));
+  const uint64_t owned = OwnedPageBytes(reinterpret_cast<uint64_t>(p), bytes);
+  if (owned == 0) return;
   Cuda& c = *cuda_;
   // The stream is a blocking one: work the application then queues on the legacy default stream (the next
   // forward pass) waits for the prefetches of updated parameters.
@@ -84,8 +88,8 @@ void MemoryMover::Prefetch(const void* p, size_t bytes, bool to_device, int devi
   cudaMemLocation where{};
   where.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
   where.id = to_device ? device : 0;
-  if (c.prefetch(reinterpret_cast<const void*>(begin), end - begin, where, 0, c.stream) == cudaSuccess) {
-    moved_.fetch_add(end - begin, std::memory_order_relaxed);
+  if (c.prefetch(reinterpret_cast<const void*>(begin), owned, where, 0, c.stream) == cudaSuccess) {
+    moved_.fetch_add(owned, std::memory_order_relaxed);
   } else {
     (void)c.get_last_error();  // not managed memory: nothing to move, the host reads it where it is
   }

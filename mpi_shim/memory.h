@@ -11,11 +11,6 @@
 
 namespace karma::dp {
 
-// Managed memory migrates in pages (64 KiB: the CPU page on arm64, the driver's chunk for a partly resident 2 MiB
-// block; runtime/session/arena.h kResidencyPage); the built-in moves only the pages a buffer covers entirely, so
-// that a small gradient sharing a page with live activations does not drag them to the host.
-inline constexpr uint64_t kPrefetchGranule = uint64_t{64} << 10;
-
 class MemoryMover {
  public:
   // enabled: KARMA_MPI_PREFETCH (the built-in); hooks installed later take precedence either way.

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/common/managed_pages.h"
 #include "runtime/session/cuda_api.h"
 
 namespace karma::rt {
@@ -26,21 +27,6 @@ inline StreamKey KeyOf(const void* stream) {
 inline constexpr uint64_t kLargePage = 2ull << 20;   // large buffers: 2 MiB spans, 2 MiB aligned
 inline constexpr uint64_t kSmallLimit = 1ull << 20;  // up to this size, buffers are packed into 2 MiB slabs
 inline constexpr uint64_t kSmallAlign = 256;          // what cudaMalloc guarantees
-// What the driver moves and backs with device memory at a time: prefetches and discards are rounded to the CPU
-// page (4 KiB on x86-64, 64 KiB on arm64), and a partly resident 2 MiB block takes device memory in 64 KiB
-// chunks. So a buffer costs its bytes rounded to 64 KiB, not its 2 MiB span.
-inline constexpr uint64_t kResidencyPage = 64ull << 10;
-
-inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
-// `bytes` (a size or an address) rounded up to whole residency pages.
-inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kResidencyPage); }
-// The bytes of the whole residency pages inside [addr, addr + bytes), which start at PageUp(addr): what moving
-// that range to the host moves without taking a neighbour's bytes along.
-inline constexpr uint64_t OwnedPageBytes(uint64_t addr, uint64_t bytes) {
-  const uint64_t lo = PageUp(addr), hi = AlignDown(addr + bytes, kResidencyPage);
-  return hi > lo ? hi - lo : 0;
-}
 
 // Free address ranges: best fit (smallest range that fits, lowest address among equals); a freed range merges
 // with its neighbours of the same region only, so no block ever spans two separately allocated segments.
