@@ -22,11 +22,12 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
 }  // namespace karma::rt
 
 // X(LIB, NAME): LIB is a CudaLib enumerator; NAME the exact exported symbol (versioned names spelled out).
-// Only what the session needs for itself: managed segments, events for stream-ordered reuse and timing,
-// kernel parameter layouts and names, library state needed to read a call's exact operands, and the streams,
-// prefetches, discards and copies of the replay executor.
+// Only what the session needs for itself: managed segments (and the profiling iteration's scratch), events for
+// stream-ordered reuse and timing, kernel parameter layouts and names, library state needed to read a call's
+// exact operands, and the streams, prefetches, discards and copies of the replay executor.
 #define KARMA_CUDA_API_TABLE(X)            \
   X(kCudart, cudaMallocManaged)            \
+  X(kCudart, cudaFree)                     \
   X(kCudart, cudaMemGetInfo)               \
   X(kCudart, cudaGetDevice)                \
   X(kCudart, cudaSetDevice)                \

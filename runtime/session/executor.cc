@@ -12,6 +12,8 @@
 namespace karma::rt {
 namespace {
 
+const std::vector<std::pair<uint64_t, uint64_t>> kNothingWritten;
+
 constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
 constexpr uint32_t kMaxRerecords = 3;
 
@@ -248,7 +250,7 @@ void Executor::SetLaunch(uint32_t position, Relaunch launch) {
 }
 
 uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands,
-                          bool* wants_launch) {
+                          bool* wants_launch, const HoldsPointer& holds_pointer) {
   *wants_launch = false;
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
@@ -270,7 +272,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
     if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
     IssueDeferredLocked(UINT32_MAX);
     for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
-    if (!prog.overwritten[pos].empty()) RepopulateLocked(pos, stream, operands);
+    if (!prog.overwritten[pos].empty()) RepopulateLocked(pos, stream, operands, holds_pointer);
     for (uint32_t a : prog.waits[pos]) {
       if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
       cudaEvent_t done = prefetched_[a];
@@ -454,7 +456,8 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   }
 }
 
-void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands) {
+void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
+                                const HoldsPointer& holds_pointer) {
   LastErrorScope errors(api_);
   // Everything the application ordered before the op (its stream's work and the events it waits on) is done
   // before the pages change, and the write-backs of the evictions too: a discard racing any access to its range
@@ -473,11 +476,16 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
     const Range owned = OwnedPages(r);  // what its eviction moved
     if (owned.bytes == 0) continue;
     if (api_.cudaStreamWaitEvent(aux_, evicted, 0) != cudaSuccess) errors.Failed();
-    // The call as made now, not as recorded, must set every byte of those pages.
+    // The call as made now, not as recorded, must set every byte of those pages: a library call's operand says
+    // so, a kernel must get the pointer it was seen to write from (ReplayOp::written).
     bool covered = false;
     for (const Operand& o : operands) {
       covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= owned.addr &&
                             owned.addr + owned.bytes <= o.ptr + o.bytes);
+    }
+    for (const auto& [addr, bytes] : pos < prog_->written.size() ? prog_->written[pos] : kNothingWritten) {
+      covered = covered || (addr <= owned.addr && owned.addr + owned.bytes <= addr + bytes && holds_pointer &&
+                            holds_pointer(addr));
     }
     (covered && api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr ? fresh : back).push_back(owned);
     away_[b] = 0;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -68,7 +69,11 @@ class Executor {
   // Before op number `n`'s real call; returns its position for After(), or kNoPosition when nothing is replayed.
   // `operands`: the call's pointer operands whose direction the API states (library calls, copies, memsets).
   // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).
-  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands, bool* wants_launch);
+  // `holds_pointer`: for a kernel, whether its arguments hold a given pointer (asked only where the plan relies
+  // on where the kernel writes); empty: unknown.
+  using HoldsPointer = std::function<bool(uint64_t)>;
+  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands, bool* wants_launch,
+                  const HoldsPointer& holds_pointer = {});
   // This iteration's launch of the op at `position`: a recompute re-runs ops with the arguments of the current
   // iteration (random seeds and step counters change between iterations).
   void SetLaunch(uint32_t position, Relaunch launch);
@@ -136,7 +141,8 @@ class Executor {
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
   // The program's dead values that the op at `pos` overwrites: discarded and populated on the device right
   // before it (no transfer) where `operands` write all their pages, else brought back; the op waits either way.
-  void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands);
+  void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
+                        const HoldsPointer& holds_pointer);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
   // scratch address); false (missing_) when an input is gone.
   bool PlaceLocked(const ReplayProgram::Recompute& rc, std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);

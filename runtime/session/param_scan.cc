@@ -74,6 +74,25 @@ void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& regist
   if (data != nullptr) ScanWords(static_cast<const unsigned char*>(data), size, registry, hits);
 }
 
+bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word) {
+  auto holds = [word](const unsigned char* p, size_t size) {
+    for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
+      uint64_t w;
+      std::memcpy(&w, p + off, sizeof(w));
+      if (w == word) return true;
+    }
+    return false;
+  };
+  const void* data = nullptr;
+  size_t size = 0;
+  if (FindExtraBuffer(extra, &data, &size) && holds(static_cast<const unsigned char*>(data), size)) return true;
+  if (!layout.known || args == nullptr) return false;
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    if (args[i] != nullptr && holds(static_cast<const unsigned char*>(args[i]), layout.params[i].size)) return true;
+  }
+  return false;
+}
+
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size) {
   if (extra == nullptr) return false;
   const void* buffer = nullptr;

@@ -46,6 +46,8 @@ void ScanKernelArgs(const ParamLayout& layout, void* const* args, const Registry
                     std::vector<PointerHit>* hits);
 // The same over a packed argument buffer (cuLaunchKernel's `extra` CU_LAUNCH_PARAM_BUFFER_POINTER).
 void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& registry, std::vector<PointerHit>* hits);
+// Whether an aligned 8-byte word of the arguments (or of the packed `extra` buffer) equals `word`.
+bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word);
 // Finds the packed buffer in a cuLaunchKernel `extra` array; false when there is none.
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size);
 

@@ -57,7 +57,7 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
     const trace::Op& op = rec.it.ops[i];
     bool exact = rec.ops[i].relaunch != nullptr;
     for (const auto* list : {&op.writes, &op.touches}) {
-      for (trace::BufferId b : *list) exact = exact && rec.buffers[b].exact;
+      for (trace::BufferId b : *list) exact = exact && rec.buffers[b].exact && !rec.buffers[b].shared_scratch;
     }
     ok[i] = exact;
   }

@@ -58,7 +58,8 @@ std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration&
 trace::Iteration PlanningIteration(const trace::Iteration& it);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
-// GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact) — nothing else may be rebuilt.
+// GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact) — nothing else may be rebuilt — and
+// is no library call's scratch memory that also holds tensors (ReplayBuffer::shared_scratch).
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out

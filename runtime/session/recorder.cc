@@ -142,6 +142,13 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
   }
   new_index[rec.ops.size()] = kept;
 
+  // A kernel's write the profiling iteration measured (RecordedUse::written) has a known extent.
+  for (size_t i = 0; i < rec.ops.size(); ++i) {
+    for (RecordedUse& u : rec.ops[i].uses) {
+      if (u.written != 0) u.extent = u.written;
+    }
+  }
+
   // Where each allocation is split: at every offset a pointer showed and at the end of every known extent. An
   // allocation only ever passed by its start holds one tensor (per-tensor allocators): it stays whole even when
   // a GEMM uses only part of it, since kernels of unknown extent may use the rest.
@@ -163,7 +170,10 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     for (const RecordedUse& u : rec.ops[i].uses) {
       Split& sp = splits.at(u.serial);
       const uint64_t size = rec.buffers.at(u.serial).entry.size;
-      if (sp.bounds.size() > 2 && u.extent != 0 && u.offset + u.extent < size) sp.bounds.push_back(u.offset + u.extent);
+      // (A kernel's measured write ends where it ends: the bytes after it, up to the next pointer, are not its.)
+      if ((sp.bounds.size() > 2 || u.written != 0) && u.extent != 0 && u.offset + u.extent < size) {
+        sp.bounds.push_back(u.offset + u.extent);
+      }
     }
   }
   for (auto& [serial, sp] : splits) {
@@ -175,10 +185,12 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
   }
   // Which atoms are used at all (a split allocation's untouched gaps are not buffers), and which lie inside an
   // operand whose extent the API stated (a GEMM's matrices, a copy): their bytes belong to one tensor.
-  std::unordered_map<uint64_t, std::vector<bool>> used, stated;
+  std::unordered_map<uint64_t, std::vector<bool>> used, stated, scratch, tensor;
   for (auto& [serial, sp] : splits) {
     used[serial].assign(sp.bounds.size() - 1, sp.whole);
     stated[serial].assign(sp.bounds.size() - 1, false);
+    scratch[serial].assign(sp.bounds.size() - 1, false);
+    tensor[serial].assign(sp.bounds.size() - 1, false);
   }
   for (size_t i = 0; i < rec.ops.size(); ++i) {
     if (!done[i]) continue;
@@ -186,6 +198,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
       ForAtoms(splits.at(u.serial), u, [&](size_t k) {
         used.at(u.serial)[k] = true;
         if (u.extent != 0 && !u.gaps) stated.at(u.serial)[k] = true;
+        (u.workspace ? scratch : tensor).at(u.serial)[k] = true;
       });
     }
   }
@@ -211,6 +224,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
       r.origin = rb.entry.origin;
       r.allocated_inside = rb.allocated_inside;
       r.alloc_ordinal = rb.alloc_ordinal;
+      r.shared_scratch = scratch.at(serial)[k] && tensor.at(serial)[k];
       r.exact = rb.entry.origin == Origin::kArena &&
                 ((sp.whole && rb.allocated_inside && rb.freed_inside) || stated.at(serial)[k]);
       out.buffers.push_back(r);
@@ -257,8 +271,9 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
       ForAtoms(sp, u, [&](size_t k) {
         const trace::BufferId id = sp.ids[k];
         dirs[id] |= bits;
-        // A probed first touch that changed the bytes created the value: like a fresh allocation's first use.
-        if (u.changed == 1 && first_use[id] == trace::kNone) fresh[id] = true;
+        // A probed first touch that changed the bytes created the value, like a fresh allocation's first use,
+        // unless the test showed an update.
+        if (u.changed == 1 && !u.updates && first_use[id] == trace::kNone) fresh[id] = true;
       });
     }
     uint64_t buffer_bytes = 0;
@@ -275,7 +290,10 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     op.bytes = rop.bytes != 0 ? rop.bytes : buffer_bytes;
     rop_kernel.push_back(rop.kind == trace::OpKind::kKernel);
     it.ops.push_back(std::move(op));
-    out.ops.push_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch});
+    ReplayOp& rp = out.ops.emplace_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch, {}});
+    for (const RecordedUse& u : rop.uses) {
+      if (u.written != 0) rp.written.push_back({rec.buffers.at(u.serial).entry.start + u.offset, u.written});
+    }
   }
 
   // A kernel's pointer arguments do not say whether it reads or writes. A buffer allocated inside the

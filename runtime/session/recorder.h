@@ -31,14 +31,26 @@ struct RecordedUse {
   Access access = Access::kTouch;
   // Kernel arguments are probed in the profiling iteration: did the op change those bytes? (-1: not probed)
   int8_t changed = -1;
+  // The profiling iteration saw the kernel set every byte of [offset, offset + written) to what it had set them
+  // to, from other prior contents, and nothing past them (Session::TestOverwrites): a write of known extent that
+  // does not read the old bytes. 0: not shown.
+  uint64_t written = 0;
+  // The same test showed that the op changed these bytes but does not set them regardless of what they held: it
+  // updates them (a first touch that changed carried-over memory is then not taken as creating the value).
+  bool updates = false;
   bool gaps = false;  // the extent has bytes the operand skips (Operand::gaps): not one tensor's, not all written
+  bool workspace = false;  // a library call's scratch memory (Operand::workspace)
 };
 
 // The bytes a use held before its op ran, compared with what the op left there (OpScope::End).
 struct Probe {
   size_t use = 0;
   uint64_t ptr = 0;
+  uint64_t bytes = 0;
+  uint64_t alloc_end = 0;  // the end of the allocation the bytes lie in
+  bool fresh = false;      // the first use of memory allocated inside the iteration: not copied before the op
   std::vector<unsigned char> before;
+  std::vector<unsigned char> after;
 };
 
 struct RecordedOp {
@@ -49,6 +61,7 @@ struct RecordedOp {
   uint64_t shape = 0;  // the op's shape signature (function, grid, block, shape arguments): replay checks it
   Relaunch relaunch;  // issues it again (recompute)
   std::vector<Probe> probes;
+  bool all_probed = false;  // a kernel that can be launched again, every pointer of which got a probe
   uint64_t flops = 0;
   uint64_t bytes = 0;
   cudaEvent_t start = nullptr;
@@ -115,6 +128,9 @@ struct ReplayBuffer {
   // whose extent the API stated (a GEMM matrix, a copy). Only such buffers may be discarded or rebuilt by a
   // recompute; the others (sub-buffers a caching allocator's pointers suggest) are only prefetched and evicted.
   bool exact = false;
+  // Some library call takes these bytes as its scratch memory and some op as a tensor (a caching allocator hands
+  // out the same block for both): re-running a call that writes them would destroy whatever they hold then.
+  bool shared_scratch = false;
   bool allocated_inside = false;
   uint32_t alloc_ordinal = UINT32_MAX;
 };
@@ -124,6 +140,9 @@ struct ReplayOp {
   uint32_t stream = 0;
   StreamKey stream_key = 0;
   Relaunch relaunch;
+  // A kernel's ranges (address, bytes) from a pointer argument that it writes entirely without reading them
+  // (RecordedUse::written).
+  std::vector<std::pair<uint64_t, uint64_t>> written;
 };
 
 // The recorded iteration as a trace, plus the executor's view of it (indexed like the trace's buffers and ops).

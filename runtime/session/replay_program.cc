@@ -55,10 +55,17 @@ bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace
   return false;
 }
 
-// Whether `op` (as recorded) gives buffer `b` a new value without reading it through an operand whose extent the
-// API states: a library call, copy or memset (the executor checks the call's operands again before relying on it).
-bool OverwrittenBy(const trace::Op& op, const policy::OpAccess& a, trace::BufferId b) {
-  return op.kind != trace::OpKind::kKernel && Contains(a.writes, b) && !Contains(a.reads, b);
+// Whether op `o` (as recorded) gives buffer `b` a new value without reading it through an operand whose extent is
+// known: a library call, copy or memset's, or a kernel's the profiling iteration measured (ReplayOp::written). The
+// executor checks the call's operands again before relying on it.
+bool OverwrittenBy(const RecordedIteration& rec, const policy::OpAccess& a, trace::OpId o, trace::BufferId b) {
+  if (!Contains(a.writes, b) || Contains(a.reads, b)) return false;
+  if (rec.it.ops[o].kind != trace::OpKind::kKernel) return true;
+  const ReplayBuffer& rb = rec.buffers[b];
+  for (const auto& [addr, bytes] : rec.ops[o].written) {
+    if (addr <= rb.address && rb.address + rb.bytes <= addr + bytes) return true;
+  }
+  return false;
 }
 
 bool UsedByRecompute(const ReplayProgram& prog, trace::BufferId b) {
@@ -92,6 +99,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     prog->shape.push_back(rec.ops[p].shape);
     prog->stream.push_back(rec.ops[p].stream_key);
     prog->relaunch.push_back(rec.ops[p].relaunch);
+    prog->written.push_back(rec.ops[p].written);
     prog->reads[p] = acc.ops[p].reads;
     std::vector<trace::BufferId> uses = acc.ops[p].reads;
     for (trace::BufferId b : acc.ops[p].writes) AddUnique(uses, b);
@@ -121,9 +129,9 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
                                        it.ops[op].name));
       }
       for (trace::BufferId b : acc.ops[op].writes) {
-        if (!rec.buffers[b].exact) {
+        if (!rec.buffers[b].exact || rec.buffers[b].shared_scratch) {
           return Unsupported(fmt::format("recompute action {}: op {} ({}) writes buffer {}, whose extent is not "
-                                         "known exactly", a, op, it.ops[op].name, b));
+                                         "known exactly or which is also scratch memory", a, op, it.ops[op].name, b));
         }
         AddUnique(r.written, b);
       }
@@ -159,7 +167,24 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       }
     }
   }
-  size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0;
+  // A value evicted at entry `from` of `after` although the plan counts it as gone (memory the application keeps)
+  // is given a new value by its next use, before op `next`. A write to a page on the host faults it back (the
+  // driver cannot know the old bytes are dead): where that use overwrites all of it, its pages are repopulated
+  // right before it with no transfer; otherwise a prefetch brings them back a little earlier.
+  size_t repopulated = 0;
+  auto renew = [&](trace::BufferId b, uint32_t from, uint32_t next) {
+    if (OverwrittenBy(rec, acc.ops[next], next, b) && !UsedByRecompute(*prog, b)) {
+      prog->overwritten[next].push_back(b);
+      repopulated++;
+      return;
+    }
+    const uint32_t action = static_cast<uint32_t>(prog->actions++);
+    uint32_t issue = next > kDeadPrefetchLead ? next - kDeadPrefetchLead : 0;
+    if (next >= from) issue = std::max(issue, from);  // not before the eviction
+    prog->after[issue].push_back({ReplayProgram::Move::kPrefetch, b, action, UINT32_MAX});
+    prog->waits[next].push_back(action);
+  };
+  size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0, renewed = 0;
   for (uint32_t a = 0; a < plan.actions.size(); ++a) {
     const policy::Action& act = plan.actions[a];
     auto& at = prog->after[static_cast<size_t>(act.after + 1)];
@@ -194,6 +219,18 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         } else if (ValueNeeded(acc, act.buffer, act.after) || !(rb.exact && rb.allocated_inside)) {
           at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
           evictions++;
+          if (!ValueNeeded(acc, act.buffer, act.after) && !rb.allocated_inside) {
+            // Dead until its next use, in memory the application keeps: that use writes it.
+            uint32_t next = first_use[act.buffer];
+            for (uint32_t p = static_cast<uint32_t>(act.after + 1); p < n; ++p) {
+              if (Contains(prog->uses[p], act.buffer)) {
+                next = p;
+                break;
+              }
+            }
+            renew(act.buffer, static_cast<uint32_t>(act.after + 1), next);
+            renewed++;
+          }
         } else {
           dropped++;  // dead, and freed by the application: the free discards it
         }
@@ -261,27 +298,19 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       }
       prog->after[last_live[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
       prog->dead_evictions++;
-      const uint32_t before = first_use[id];
-      if (OverwrittenBy(it.ops[before], acc.ops[before], id) && !UsedByRecompute(*prog, id)) {
-        prog->overwritten[before].push_back(id);
-        prog->dead_overwritten++;
-        continue;
-      }
-      // The next iteration's first use writes the buffer, but a write to a page on the host faults it back
-      // (the driver cannot know the old bytes are dead): a prefetch brings it back a little earlier instead.
-      const uint32_t action = static_cast<uint32_t>(prog->actions++);
-      prog->after[before > kDeadPrefetchLead ? before - kDeadPrefetchLead : 0].push_back(
-          {ReplayProgram::Move::kPrefetch, id, action, UINT32_MAX});
-      prog->waits[before].push_back(action);
+      renew(id, last_live[id] + 1, first_use[id]);  // the next iteration's first use
     }
   }
+  prog->repopulated = repopulated;
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
-  prog->summary = fmt::format("{} prefetches, {} evictions, {} discards ({} left to frees), {} recomputes of {} "
-                              "launches; dead values in memory the application keeps: {} evicted ({} of them repopulated for an "
-                              "overwrite, the others brought back), {} left on the device", prefetches, evictions,
-                              discards, dropped, prog->recomputes.size(), kernels, prog->dead_evictions,
-                              prog->dead_overwritten, prog->dead_kept);
+  prog->renewed = renewed;
+  prog->summary = fmt::format("{} prefetches, {} evictions ({} of values dead until a later write), {} discards ({} "
+                              "left to frees), {} recomputes of {} launches; dead values in memory the application "
+                              "keeps: {} evicted, {} left on the device; {} evicted values repopulated for an "
+                              "overwrite, the others brought back",
+                              prefetches, evictions, renewed, discards, dropped, prog->recomputes.size(), kernels,
+                              prog->dead_evictions, prog->dead_kept, prog->repopulated);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 

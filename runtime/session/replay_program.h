@@ -27,9 +27,12 @@ namespace karma::rt {
 //    iteration): the plan counts them as gone after their last use; they stay on the device where the plan leaves
 //    room over their whole dead time, else they are evicted after their last use (never discarded: their extent
 //    is not known to be one tensor's) and prefetched shortly before the next iteration's first use, which waits;
-//    when that use is a library call, copy or memset that overwrites the buffer without reading it, its pages are
-//    instead discarded and populated right before the call, with no transfer, once the call's own operands show
-//    that it writes every byte of them (`overwritten`).
+//    when that use is a library call, copy or memset that overwrites the buffer without reading it, or a kernel the
+//    profiling iteration saw write all of it without reading it (ReplayOp::written), its pages are instead
+//    discarded and populated right before the call, with no transfer, once the call's own operands (a kernel's:
+//    the pointer it was seen to write from) show that it writes every byte of them (`overwritten`);
+//  - a value the plan discards as dead until a later write in the iteration, in memory the application keeps: the
+//    same — evicted, then repopulated or brought back for that write (`renewed`).
 struct ReplayProgram {
   enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
   struct Item {
@@ -66,13 +69,17 @@ struct ReplayProgram {
   // Per position: dead values evicted after their last use that the op, as recorded, overwrites without reading.
   std::vector<std::vector<trace::BufferId>> overwritten;
   std::vector<Relaunch> relaunch;                 // per op, as recorded
+  // Per op: ranges (address, bytes) a kernel writes entirely without reading them (ReplayOp::written).
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> written;
   std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
   std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs
   size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)
   size_t dead_evictions = 0;                      // evictions of dead values the application does not free
   size_t dead_kept = 0;                           // dead values left on the device where the plan has room
-  size_t dead_overwritten = 0;                    // of dead_evictions: repopulated before an overwrite, not moved
+  size_t renewed = 0;     // plan evictions of values dead until a later write, in memory the application keeps
+  // Of dead_evictions and renewed: repopulated before an overwrite instead of brought back (`overwritten`).
+  size_t repopulated = 0;
   std::string summary;                            // counts, for the log
 };
 

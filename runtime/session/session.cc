@@ -25,6 +25,13 @@ constexpr uint64_t kGiveUpOps = 2'000'000;
 constexpr uint64_t kGiveUpDivergences = 100;
 // A probe compares at most this much of a sub-buffer before and after its first touch.
 constexpr uint64_t kMaxProbeBytes = 64ull << 20;
+// A kernel is run again on copies of its operands (Session::TestOverwrites) only while they take at most this
+// much, and each copy has a guard of this much after it, where a write past the range would show.
+constexpr uint64_t kMaxTestBytes = 64ull << 20;
+constexpr uint64_t kTestGuard = 64ull << 10;
+// The copies reserve room up to the end of each range's allocation (untouched: it costs no transfer).
+constexpr uint64_t kMaxTestReserve = 1ull << 30;
+constexpr unsigned char kGuardByte = 0xa5;
 Session* g_process_session = nullptr;
 
 const char* PartName(Part p) {
@@ -446,19 +453,39 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
   const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
   LastErrorScope errors(api_);
   bool synced = false;
+  const bool testable = op.kind == trace::OpKind::kKernel && op.relaunch != nullptr;
+  bool all = testable;  // every pointer gets a probe
   for (size_t i = 0, u = 0; i < touches.size(); ++i) {
     const Touch& t = touches[i];
-    if (t.buffer.origin == Origin::kHostPinned) continue;
+    if (t.buffer.origin == Origin::kHostPinned) {
+      all = false;
+      continue;
+    }
     const size_t use = u++;
     const uint64_t offset = t.operand.ptr - t.buffer.start;
     const bool first = rec.seen.insert({t.buffer.serial, offset}).second;
     if (t.operand.access != Access::kTouch ||
         (t.buffer.origin != Origin::kArena && t.buffer.origin != Origin::kAppManaged)) {
+      all = false;
       continue;
     }
-    if (first && rec.Buffer(t.buffer).allocated_inside) continue;  // fresh memory: its first use writes it
+    const bool fresh = first && rec.Buffer(t.buffer).allocated_inside;  // its first use writes it
+    if (fresh && !testable) continue;
     const uint64_t bytes = std::min<uint64_t>(GuessExtentLocked(t), kMaxProbeBytes);
-    if (bytes == 0) continue;
+    if (bytes == 0) {
+      all = false;
+      continue;
+    }
+    Probe p;
+    p.use = use;
+    p.ptr = t.operand.ptr;
+    p.bytes = bytes;
+    p.alloc_end = t.buffer.start + t.buffer.size;
+    p.fresh = fresh;
+    if (fresh) {  // only compared when the kernel runs again
+      op.probes.push_back(std::move(p));
+      continue;
+    }
     if (!synced) {
       if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
         errors.Failed();
@@ -466,40 +493,141 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
       }
       synced = true;
     }
-    Probe p;
-    p.use = use;
-    p.ptr = t.operand.ptr;
     p.before.resize(bytes);
     if (api_.cudaMemcpyAsync(p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s) !=
             cudaSuccess ||
         api_.cudaStreamSynchronize(s) != cudaSuccess) {
       errors.Failed();
+      all = false;
       continue;
     }
     op.probes.push_back(std::move(p));
   }
+  op.all_probed = all;
 }
 
 void Session::FinishProbes(RecordedOp& op) {
+  // Only ranges of fresh memory: nothing to compare, and no run on copies without a changed range.
+  if (std::all_of(op.probes.begin(), op.probes.end(), [](const Probe& p) { return p.fresh; })) {
+    op.probes.clear();
+    return;
+  }
   const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
   LastErrorScope errors(api_);
   if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
     errors.Failed();
     return;
   }
-  std::vector<unsigned char> after;
+  bool any_changed = false, all_read = true;
   for (Probe& p : op.probes) {
-    after.resize(p.before.size());
-    if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(p.ptr), after.size(), cudaMemcpyDeviceToHost,
+    if (p.fresh) continue;
+    p.after.resize(p.bytes);
+    if (api_.cudaMemcpyAsync(p.after.data(), reinterpret_cast<const void*>(p.ptr), p.bytes, cudaMemcpyDeviceToHost,
                              s) != cudaSuccess ||
         api_.cudaStreamSynchronize(s) != cudaSuccess) {
       errors.Failed();
+      all_read = false;
       continue;
     }
-    op.uses[p.use].changed = after != p.before ? 1 : 0;
+    op.uses[p.use].changed = p.after != p.before ? 1 : 0;
+    any_changed = any_changed || op.uses[p.use].changed == 1;
   }
+  if (any_changed && all_read) TestOverwrites(op);
   op.probes.clear();
   op.probes.shrink_to_fit();
+}
+
+void Session::TestOverwrites(RecordedOp& op) {
+  // Every pointer the kernel got must start a probed range, so that the run on copies leaves the application's
+  // memory alone. Ranges are equal or disjoint (each ends where the next known pointer starts); copies are laid
+  // out in address order.
+  if (!op.all_probed || api_.cudaMallocManaged == nullptr || api_.cudaFree == nullptr) return;
+  std::vector<Probe*> ranges;
+  for (Probe& p : op.probes) ranges.push_back(&p);
+  std::sort(ranges.begin(), ranges.end(), [](const Probe* x, const Probe* y) { return x->ptr < y->ptr; });
+  ranges.erase(std::unique(ranges.begin(), ranges.end(),
+                           [](const Probe* x, const Probe* y) { return x->ptr == y->ptr && x->bytes == y->bytes; }),
+               ranges.end());
+  uint64_t filled = 0, reserved = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Probe& p = *ranges[i];
+    if (i + 1 < ranges.size() && ranges[i + 1]->ptr < p.ptr + p.bytes) return;
+    filled += p.bytes + kTestGuard;
+    // Room up to the end of the allocation: a write past the range stays inside the copy, whatever its length.
+    reserved += std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard);
+  }
+  if (filled > kMaxTestBytes || reserved > kMaxTestReserve) return;
+  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  LastErrorScope errors(api_);
+  void* scratch = nullptr;
+  if (api_.cudaMallocManaged(&scratch, reserved, cudaMemAttachGlobal) != cudaSuccess) {
+    errors.Failed();
+    return;
+  }
+  auto copy = [&](void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind) {
+    if (api_.cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess && api_.cudaStreamSynchronize(s) == cudaSuccess) {
+      return true;
+    }
+    errors.Failed();
+    return false;
+  };
+  auto changed = [&](const Probe& p) { return p.fresh || op.uses[p.use].changed == 1; };
+  // Each copy holds what the kernel found in its range, except that a range it changed holds the complement of
+  // what it left there (so that no byte it leaves alone can match), then a guard.
+  AddressMap map;
+  std::vector<uint64_t> at;
+  std::vector<unsigned char> host;
+  uint64_t next = reinterpret_cast<uint64_t>(scratch);
+  bool ok = true;
+  for (Probe* p : ranges) {
+    if (p->fresh) {
+      p->after.resize(p->bytes);
+      ok = ok && copy(p->after.data(), reinterpret_cast<const void*>(p->ptr), p->bytes, cudaMemcpyDeviceToHost);
+    }
+    host.assign(p->after.begin(), p->after.end());
+    if (changed(*p)) {
+      for (unsigned char& c : host) c = static_cast<unsigned char>(~c);
+    }
+    host.resize(p->bytes + kTestGuard, kGuardByte);
+    ok = ok && copy(reinterpret_cast<void*>(next), host.data(), host.size(), cudaMemcpyHostToDevice);
+    map.entries.push_back({p->ptr, p->bytes, next});
+    at.push_back(next);
+    next += std::max(p->alloc_end - p->ptr, p->bytes + kTestGuard);
+  }
+  // A pointer just past a range (an end pointer) goes just past its copy.
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    map.entries.push_back({ranges[i]->ptr + ranges[i]->bytes, 1, at[i] + ranges[i]->bytes});
+  }
+  ok = ok && (*op.relaunch)(map) && api_.cudaStreamSynchronize(s) == cudaSuccess;
+  // A changed range whose copy starts with what the op left, from other contents, and keeps its other bytes and
+  // its guard, is written up to there (a tensor can end before the next pointer: allocators round blocks up)
+  // and not read. Every range the op did not change must come out as it was, with every guard untouched.
+  std::vector<uint64_t> written(ranges.size(), 0);
+  for (size_t i = 0; ok && i < ranges.size(); ++i) {
+    const Probe& p = *ranges[i];
+    host.resize(p.bytes + kTestGuard);
+    ok = copy(host.data(), reinterpret_cast<const void*>(at[i]), host.size(), cudaMemcpyDeviceToHost);
+    const auto set = static_cast<size_t>(
+        std::mismatch(p.after.begin(), p.after.end(), host.begin()).first - p.after.begin());
+    bool rest = true;  // the bytes after those still hold the complement of what the op left
+    for (size_t k = set; rest && k < p.bytes; ++k) rest = host[k] == static_cast<unsigned char>(~p.after[k]);
+    const bool guarded = std::all_of(host.begin() + static_cast<std::ptrdiff_t>(p.bytes), host.end(),
+                                     [](unsigned char c) { return c == kGuardByte; });
+    if (changed(p) && rest) written[i] = set;
+    ok = ok && guarded && (changed(p) || set == p.bytes);
+  }
+  if (api_.cudaFree(scratch) != cudaSuccess) errors.Failed();
+  if (!ok) {
+    KARMA_LOG(kDebug, "{}: run again on copies of its operands, it did not repeat what it did", op.name);
+    return;
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (Probe& p : op.probes) {
+      if (p.ptr != ranges[i]->ptr || !changed(p)) continue;
+      op.uses[p.use].written = written[i];
+      op.uses[p.use].updates = written[i] == 0;
+    }
+  }
 }
 
 RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches, const ParamLayout* layout,
@@ -527,6 +655,7 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     const uint64_t room = t.buffer.size - std::min(t.buffer.size, offset);
     op.uses.push_back(RecordedUse{t.buffer.serial, offset, std::min(t.operand.bytes, room), t.operand.access});
     op.uses.back().gaps = t.operand.gaps;
+    op.uses.back().workspace = t.operand.workspace;
   }
   PrefetchOperandsLocked(d, touches, rec.device);
   ProbeTouchesLocked(op, touches);
@@ -555,7 +684,15 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     // Launches captured into a graph run later, unseen: nothing is replayed around them.
     if (n != kNoIndex && executor_.armed() && capture_depth_.load(std::memory_order_relaxed) == 0) {
       bool wants_launch = false;
-      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch);
+      Executor::HoldsPointer holds;
+      if (d.kind == trace::OpKind::kKernel) {
+        holds = [this, &d](uint64_t word) {
+          const ParamLayout& layout = d.driver ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
+                                               : layouts_.ForRuntime(d.func);
+          return ArgsHoldWord(layout, d.args, d.extra, word);
+        };
+      }
+      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch, holds);
       if (scope.position_ != Executor::kNoPosition) scope.session_ = this;
       if (wants_launch) {
         try {

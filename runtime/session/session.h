@@ -169,6 +169,12 @@ class Session {
   // validated against every buffer its kernels touch before it is trusted.
   void ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches);
   void FinishProbes(RecordedOp& op);
+  // A kernel that changed carried-over memory may have written all of it without reading it (a new value in a
+  // caching allocator's block) or only part (an update in place): the pointer does not say. The profiling
+  // iteration runs it once more, on copies of every range its pointers start (in scratch memory, with the
+  // application's memory untouched), where what it changed holds other bytes: a range it sets again to exactly
+  // what it left, without writing into the guard after it, gets RecordedUse::written.
+  void TestOverwrites(RecordedOp& op);
   uint64_t GuessExtentLocked(const Touch& t) const;
   void WriteTrace(const std::shared_ptr<Recording>& rec);
 

@@ -74,6 +74,45 @@ TEST(FinishRecording, LargeSegmentHoldingSeveralTensorsBecomesItsTensors) {
   EXPECT_FALSE(lout->buffers[2].exact);
 }
 
+// A kernel the profiling iteration saw write all of [offset, offset + written) without reading it
+// (RecordedUse::written): its tensor ends there, even short of the next pointer (the bytes between are no buffer),
+// and it is exact, as a library call's stated operand is. A kernel seen to update what it changed
+// (RecordedUse::updates) does not create the value at its first touch: the buffer is read before it is written.
+TEST(FinishRecording, KernelWriteSeenByTheTestEndsItsTensorAndAnUpdateReads) {
+  const uint64_t t = 3 * kMiB, w = 2 * kMiB + 4096;
+  Recording rec = OneAllocation(20 * kMiB, {{{0, Access::kTouch}, {t, Access::kTouch}},
+                                            {{t, Access::kTouch}, {2 * t, Access::kTouch}},
+                                            {{2 * t, Access::kTouch}}});
+  for (RecordedOp& op : rec.ops) {
+    for (RecordedUse& u : op.uses) u.changed = 0;
+  }
+  rec.ops[0].uses[1].changed = 1;  // op 0 wrote tensor 1's first w bytes, whatever they held
+  rec.ops[0].uses[1].written = w;
+  rec.ops[1].uses[1].changed = 1;  // op 1 updated tensor 2
+  rec.ops[1].uses[1].updates = true;
+  CudaApi api;
+  auto out = FinishRecording(rec, api, TraceContext{});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->it.buffers.size(), 3u);
+  EXPECT_EQ(out->it.buffers[1].bytes, w);
+  EXPECT_EQ(out->buffers[1].address, 64 * kMiB + t);
+  EXPECT_TRUE(out->buffers[1].exact);
+  EXPECT_EQ(out->it.buffers[2].address, 64 * kMiB + 2 * t);  // the bytes from t + w to 2t are no buffer
+  EXPECT_FALSE(out->buffers[2].exact);
+  EXPECT_EQ(out->it.ops[0].writes, (std::vector<trace::BufferId>{1}));
+  EXPECT_EQ(out->it.ops[0].reads, (std::vector<trace::BufferId>{0}));
+  EXPECT_EQ(out->it.ops[1].writes, (std::vector<trace::BufferId>{2}));
+  EXPECT_EQ(out->it.ops[1].reads, (std::vector<trace::BufferId>{1, 2}));
+  ASSERT_EQ(out->ops[0].written.size(), 1u);
+  EXPECT_EQ(out->ops[0].written[0], std::make_pair(64 * kMiB + t, w));
+  EXPECT_TRUE(out->ops[1].written.empty());
+  // Without the test's finding, a first touch that changed carried-over memory is taken as its creation.
+  rec.ops[1].uses[1].updates = false;
+  auto guessed = FinishRecording(rec, api, TraceContext{});
+  ASSERT_TRUE(guessed.ok()) << guessed.status().message();
+  EXPECT_EQ(guessed->it.ops[1].reads, (std::vector<trace::BufferId>{1}));
+}
+
 // An operand whose extent the API stated is a tensor of its own, and exact, unless the extent skips bytes (a
 // GEMM output with ldc above m): the skipped bytes may be another tensor's and keep their values, so it is not
 // exact and the write also reads. Bytes no op uses are no buffer.

@@ -281,7 +281,7 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
   EXPECT_TRUE(p.waits[0].empty());
   EXPECT_EQ(p.waits[1].size(), 1u);
   EXPECT_EQ(p.dead_evictions, 1u);
-  EXPECT_EQ(p.dead_overwritten, 0u);  // a kernel writes it: its extent is not stated
+  EXPECT_EQ(p.repopulated, 0u);  // a kernel writes it: its extent is not stated
   // Buffer 0: first used by op 0, last by op 4: dead while no op runs, so it stays.
   EXPECT_EQ(p.dead_kept, 1u);
   for (const auto& items : p.after) {
@@ -305,7 +305,57 @@ TEST(CompileProgram, DeadValueALibraryCallOverwritesIsRepopulatedBeforeItNotBrou
   for (const auto& waits : p.waits) EXPECT_TRUE(waits.empty());
   EXPECT_EQ(p.overwritten[1], (std::vector<trace::BufferId>{1}));
   EXPECT_EQ(p.dead_evictions, 1u);
-  EXPECT_EQ(p.dead_overwritten, 1u);
+  EXPECT_EQ(p.repopulated, 1u);
+}
+
+// The same for a kernel the profiling iteration saw write all of the buffer without reading it (ReplayOp::written);
+// one seen to write only part of it gets the dead bytes brought back.
+TEST(CompileProgram, DeadValueAKernelWasSeenToOverwriteIsRepopulatedBeforeIt) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  const ReplayBuffer b1 = rec.buffers[1];
+  rec.ops[1].written = {{b1.address, b1.bytes}};
+  auto whole = CompileProgram(rec, ManagedPlan(4u << 20));
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ((*whole)->overwritten[1], (std::vector<trace::BufferId>{1}));
+  EXPECT_EQ((*whole)->repopulated, 1u);
+  for (const auto& waits : (*whole)->waits) EXPECT_TRUE(waits.empty());
+  EXPECT_EQ((*whole)->written[1], rec.ops[1].written);  // for the executor's check of the launch's pointer
+
+  rec.ops[1].written = {{b1.address, b1.bytes - 4096}};
+  auto part = CompileProgram(rec, ManagedPlan(4u << 20));
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_TRUE((*part)->overwritten[1].empty());
+  EXPECT_EQ((*part)->repopulated, 0u);
+  EXPECT_EQ((*part)->waits[1].size(), 1u);
+}
+
+// A value the plan discards because it is dead until a later write inside the iteration, in memory the
+// application keeps: evicted (never discarded), and brought back for that write, or repopulated right before it
+// where that write is known to cover it.
+TEST(CompileProgram, ValueDeadUntilALaterWriteInKeptMemoryIsEvictedAndRenewedForIt) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  // Buffer 1: written by op 1, untouched by op 2, written again (not read) by op 3, read by op 4.
+  rec.it.ops[2].reads.clear();
+  rec.it.ops[2].writes.clear();
+  rec.it.ops[3].reads.clear();
+  policy::Plan plan = ManagedPlan(64u << 20);
+  plan.actions.push_back(Act(policy::ActionKind::kDiscard, 1, 1));
+  auto back = CompileProgram(rec, plan);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const ReplayProgram& p = **back;
+  ASSERT_EQ(p.after[2].size(), 2u);
+  EXPECT_EQ(p.after[2][0].move, ReplayProgram::Move::kEvict);
+  EXPECT_EQ(p.after[2][1].move, ReplayProgram::Move::kPrefetch);  // not before the eviction
+  EXPECT_EQ(p.waits[3], (std::vector<uint32_t>{p.after[2][1].action}));
+  EXPECT_EQ(p.renewed, 1u);
+
+  rec.ops[3].written = {{rec.buffers[1].address, rec.buffers[1].bytes}};
+  auto renewed = CompileProgram(rec, plan);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().message();
+  ASSERT_EQ((*renewed)->after[2].size(), 1u);
+  EXPECT_EQ((*renewed)->after[2][0].move, ReplayProgram::Move::kEvict);
+  EXPECT_TRUE((*renewed)->waits[3].empty());
+  EXPECT_EQ((*renewed)->overwritten[3], (std::vector<trace::BufferId>{1}));
 }
 
 // Where the plan leaves room on the device over the whole time a value is dead, it stays there.
