@@ -12,8 +12,6 @@
 namespace karma::rt {
 namespace {
 
-const std::vector<std::pair<uint64_t, uint64_t>> kNothingWritten;
-
 constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
 constexpr uint32_t kMaxRerecords = 3;
 
@@ -483,7 +481,7 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
       covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= owned.addr &&
                             owned.addr + owned.bytes <= o.ptr + o.bytes);
     }
-    for (const auto& [addr, bytes] : pos < prog_->written.size() ? prog_->written[pos] : kNothingWritten) {
+    for (const auto& [addr, bytes] : prog_->written[pos]) {
       covered = covered || (addr <= owned.addr && owned.addr + owned.bytes <= addr + bytes && holds_pointer &&
                             holds_pointer(addr));
     }

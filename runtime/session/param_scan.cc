@@ -11,14 +11,37 @@ constexpr size_t kMaxParams = 32764;
 // `extra` is a short list of (key, value) pairs; a longer one is not a valid array.
 constexpr int kMaxExtraPairs = 64;
 
-void ScanWords(const unsigned char* p, size_t size, const Registry::Reader& registry,
-               std::vector<PointerHit>* hits) {
+// Calls f(word) for every aligned 8-byte word of [p, p + size) until f returns true; true when it did.
+template <typename F>
+bool AnyWord(const void* p, size_t size, F f) {
+  const auto* bytes = static_cast<const unsigned char*>(p);
   for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
     uint64_t word;
-    std::memcpy(&word, p + off, sizeof(word));  // arguments need not be 8-byte aligned in host memory
-    if (word == 0) continue;
-    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e});
+    std::memcpy(&word, bytes + off, sizeof(word));  // arguments need not be 8-byte aligned in host memory
+    if (f(word)) return true;
   }
+  return false;
+}
+
+// The same over every parameter a layout describes (parameters shorter than a pointer cannot hold one).
+template <typename F>
+bool AnyParamWord(const ParamLayout& layout, void* const* args, F f) {
+  if (!layout.known || args == nullptr) return false;
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    if (args[i] != nullptr && layout.params[i].size >= sizeof(uint64_t) && AnyWord(args[i], layout.params[i].size, f)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A visitor that records every word pointing into a registered buffer (and never stops the scan).
+auto Collector(const Registry::Reader& registry, std::vector<PointerHit>* hits) {
+  return [&registry, hits](uint64_t word) {
+    if (word == 0) return false;
+    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e});
+    return false;
+  };
 }
 
 }  // namespace
@@ -63,34 +86,18 @@ const ParamLayout& ParamLayouts::ForDriver(CUfunction func) {
 
 void ScanKernelArgs(const ParamLayout& layout, void* const* args, const Registry::Reader& registry,
                     std::vector<PointerHit>* hits) {
-  if (!layout.known || args == nullptr) return;
-  for (size_t i = 0; i < layout.params.size(); ++i) {
-    if (args[i] == nullptr || layout.params[i].size < sizeof(uint64_t)) continue;
-    ScanWords(static_cast<const unsigned char*>(args[i]), layout.params[i].size, registry, hits);
-  }
+  AnyParamWord(layout, args, Collector(registry, hits));
 }
 
 void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& registry, std::vector<PointerHit>* hits) {
-  if (data != nullptr) ScanWords(static_cast<const unsigned char*>(data), size, registry, hits);
+  if (data != nullptr) AnyWord(data, size, Collector(registry, hits));
 }
 
 bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word) {
-  auto holds = [word](const unsigned char* p, size_t size) {
-    for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
-      uint64_t w;
-      std::memcpy(&w, p + off, sizeof(w));
-      if (w == word) return true;
-    }
-    return false;
-  };
+  auto is = [word](uint64_t w) { return w == word; };
   const void* data = nullptr;
   size_t size = 0;
-  if (FindExtraBuffer(extra, &data, &size) && holds(static_cast<const unsigned char*>(data), size)) return true;
-  if (!layout.known || args == nullptr) return false;
-  for (size_t i = 0; i < layout.params.size(); ++i) {
-    if (args[i] != nullptr && holds(static_cast<const unsigned char*>(args[i]), layout.params[i].size)) return true;
-  }
-  return false;
+  return (FindExtraBuffer(extra, &data, &size) && AnyWord(data, size, is)) || AnyParamWord(layout, args, is);
 }
 
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size) {

@@ -216,10 +216,11 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           at.push_back({ReplayProgram::Move::kDiscard, act.buffer, a, rebuild});
           AddUnique(prog->recomputes[rebuild].targets, act.buffer);
           discards++;
-        } else if (ValueNeeded(acc, act.buffer, act.after) || !(rb.exact && rb.allocated_inside)) {
+        } else if (const bool needed = ValueNeeded(acc, act.buffer, act.after);
+                   needed || !(rb.exact && rb.allocated_inside)) {
           at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
           evictions++;
-          if (!ValueNeeded(acc, act.buffer, act.after) && !rb.allocated_inside) {
+          if (!needed && !rb.allocated_inside) {
             // Dead until its next use, in memory the application keeps: that use writes it.
             uint32_t next = first_use[act.buffer];
             for (uint32_t p = static_cast<uint32_t>(act.after + 1); p < n; ++p) {

@@ -39,6 +39,7 @@ std::shared_ptr<const ReplayProgram> DeadValueProgram() {
   p->recompute_before.resize(2);
   p->reads.resize(2);
   p->overwritten = {{0}, {}};
+  p->written.resize(2);
   p->relaunch.resize(2);
   p->in_recompute.assign(2, false);
   p->uses = {{0}, {0}};
@@ -175,6 +176,7 @@ std::shared_ptr<const ReplayProgram> RecomputeProgram(uint64_t target, uint64_t 
   p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}});
   p->reads = {{1}, {0}, {0}};
   p->overwritten.resize(3);
+  p->written.resize(3);
   p->relaunch = {std::move(producer), nullptr, nullptr};
   p->in_recompute = {true, false, false};
   p->uses = {{0, 1}, {0}, {0}};
