@@ -62,6 +62,19 @@
     (func, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                         \
   X(kCudart, cudaError_t, cudaLaunchKernelExC, (const cudaLaunchConfig_t* config, const void* func, void** args), \
     (config, func, args), KARMA_NO_LOOKUP)                                                                       \
+  X(kCudart, cudaError_t, cudaLaunchKernel_ptsz,                                                                \
+    (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),         \
+    (func, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                         \
+  X(kCudart, cudaError_t, cudaLaunchKernelExC_ptsz,                                                             \
+    (const cudaLaunchConfig_t* config, const void* func, void** args), (config, func, args), KARMA_NO_LOOKUP)    \
+  /* what nvcc 13's <<<>>> calls, with the handle __cudaGetKernel gave (crt/host_runtime.h): libcudart serves   \
+     it without calling its exported cudaLaunchKernel */                                                        \
+  X(kCudart, cudaError_t, __cudaLaunchKernel,                                                                   \
+    (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),      \
+    (kernel, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                       \
+  X(kCudart, cudaError_t, __cudaLaunchKernel_ptsz,                                                              \
+    (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),      \
+    (kernel, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                       \
   /* ---- CUDA runtime: streams, events, synchronization, capture ---- */                                       \
   X(kCudart, cudaError_t, cudaStreamCreate, (cudaStream_t* pStream), (pStream), KARMA_NO_LOOKUP)               \
   X(kCudart, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t* pStream, unsigned int flags),               \

@@ -76,24 +76,70 @@ OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
 
 // ---- launches ----
 
-cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gridDim, dim3 blockDim, void** args,
-                             size_t sharedMem, cudaStream_t stream) {
+namespace {
+
+// The runtime's launches. A cudaKernel_t (what nvcc 13's <<<>>> launches with __cudaLaunchKernel) is accepted
+// wherever a kernel's address is (cudaFuncGetParamInfo, cudaFuncGetName, cudaLaunchKernel: "If the specified
+// function does not exist, then it is assumed to be a cudaKernel_t and used as is"), so the session treats the
+// handle as the kernel's identity and a recompute relaunches it with the same entry point. Only the legacy
+// default-stream forms are relaunched.
+template <typename RealCall>
+cudaError_t LaunchRuntime(const void* real, const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                          cudaStream_t stream, bool per_thread, RealCall call) {
   Session* s = Session::Get();
-  if (s == nullptr) return real(func, gridDim, blockDim, args, sharedMem, stream);
-  const uint32_t g[3] = {gridDim.x, gridDim.y, gridDim.z}, b[3] = {blockDim.x, blockDim.y, blockDim.z};
-  const OpDesc d = Relaunchable(Kernel(func, false, g, b, args, nullptr, rt::KeyOf(stream)), rt::LaunchApi::kRuntime,
-                                reinterpret_cast<const void*>(real), sharedMem);
-  return rt::Observed(s, d, cudaSuccess, [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+  if (s == nullptr) return call();
+  const uint32_t g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  OpDesc d = Kernel(func, false, g, b, args, nullptr, per_thread ? rt::PerThreadKeyOf(stream) : rt::KeyOf(stream));
+  if (!per_thread) d = Relaunchable(std::move(d), rt::LaunchApi::kRuntime, real, shared);
+  return rt::Observed(s, d, cudaSuccess, call);
 }
 
-cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
-                                void** args) {
+template <typename Real>
+cudaError_t LaunchRuntimeEx(Real real, const cudaLaunchConfig_t* config, const void* func, void** args,
+                            bool per_thread) {
   Session* s = Session::Get();
   if (s == nullptr || config == nullptr) return real(config, func, args);
   const uint32_t g[3] = {config->gridDim.x, config->gridDim.y, config->gridDim.z};
   const uint32_t b[3] = {config->blockDim.x, config->blockDim.y, config->blockDim.z};
-  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, rt::KeyOf(config->stream)), cudaSuccess,
-                               [&] { return real(config, func, args); });
+  const StreamKey key = per_thread ? rt::PerThreadKeyOf(config->stream) : rt::KeyOf(config->stream);
+  return rt::Observed(s, Kernel(func, false, g, b, args, nullptr, key), cudaSuccess,
+                      [&] { return real(config, func, args); });
+}
+
+}  // namespace
+
+cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                             size_t sharedMem, cudaStream_t stream) {
+  return LaunchRuntime(reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, false,
+                       [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+cudaError_t cudaLaunchKernel_ptsz(cudaLaunchKernel_ptsz_fn real, const void* func, dim3 gridDim, dim3 blockDim,
+                                  void** args, size_t sharedMem, cudaStream_t stream) {
+  return LaunchRuntime(reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, true,
+                       [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+cudaError_t __cudaLaunchKernel(__cudaLaunchKernel_fn real, cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                               void** args, size_t sharedMem, cudaStream_t stream) {
+  return LaunchRuntime(reinterpret_cast<const void*>(real), kernel, gridDim, blockDim, args, sharedMem, stream, false,
+                       [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(__cudaLaunchKernel_ptsz_fn real, cudaKernel_t kernel, dim3 gridDim,
+                                    dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream) {
+  return LaunchRuntime(reinterpret_cast<const void*>(real), kernel, gridDim, blockDim, args, sharedMem, stream, true,
+                       [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
+                                void** args) {
+  return LaunchRuntimeEx(real, config, func, args, false);
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(cudaLaunchKernelExC_ptsz_fn real, const cudaLaunchConfig_t* config,
+                                     const void* func, void** args) {
+  return LaunchRuntimeEx(real, config, func, args, true);
 }
 
 namespace {

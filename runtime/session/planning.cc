@@ -22,9 +22,15 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
   static const struct {
     const char* marker;
     const char* profile;
-  } kByName[] = {{"V100", "v100-16g-pcie3"}, {"A100", "a100-40g-pcie4"}, {"H100", "h100-80g-pcie5"}};
+  } kByName[] = {{"V100", "v100-16g-pcie3"},
+                 {"A100", "a100-40g-pcie4"},
+                 {"H100", "h100-80g-pcie5"},
+                 // An H200 is an H100 with more and faster memory behind the same PCIe 5.0 x16 host link: the
+                 // link's figures, which are what the plan's transfers depend on, are the H100's. Not the GH200,
+                 // whose host link is NVLink-C2C.
+                 {"H200", "h100-80g-pcie5"}};
   for (const auto& m : kByName) {
-    if (device_name.find(m.marker) == std::string::npos) continue;
+    if (device_name.find(m.marker) == std::string::npos || device_name.find("GH200") != std::string::npos) continue;
     for (const policy::HwProfile& p : policy::AllProfiles()) {
       if (std::string_view(p.name) == m.profile) return p;
     }

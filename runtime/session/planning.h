@@ -14,8 +14,8 @@
 
 namespace karma::rt {
 
-// The profile whose figures the planner uses for a device, chosen by its name ("V100", "A100", "H100"); the
-// default profile for any other device.
+// The profile whose figures the planner uses for a device, chosen by its name ("V100", "A100", "H100", and
+// "H200" with the H100's figures); the default profile for any other device.
 const policy::HwProfile& ProfileForDevice(const std::string& device_name);
 
 struct PlanRequest {

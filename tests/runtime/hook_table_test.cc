@@ -22,11 +22,12 @@ TEST(HookTableTest, IdsNamesAndLibrariesAreConsistent) {
     ASSERT_NE(h.name, nullptr);
     EXPECT_TRUE(names.insert(h.name).second) << "listed twice: " << h.name;
     const std::string n = h.name;
-    // A library's symbols share its prefix; `cu` alone is also the prefix of cudnn and cublas.
+    // A library's symbols share its prefix; `cu` alone is also the prefix of cudnn and cublas. libcudart's entry
+    // points for nvcc's generated code start with `__cuda`.
     rt::CudaLib expected = rt::CudaLib::kDriver;
     if (n.rfind("cudnn", 0) == 0) expected = rt::CudaLib::kCudnn;
     else if (n.rfind("cublas", 0) == 0) expected = rt::CudaLib::kCublas;
-    else if (n.rfind("cuda", 0) == 0) expected = rt::CudaLib::kCudart;
+    else if (n.rfind("cuda", 0) == 0 || n.rfind("__cuda", 0) == 0) expected = rt::CudaLib::kCudart;
     else if (n.rfind("nvtx", 0) == 0) expected = rt::CudaLib::kNvtx;
     EXPECT_EQ(h.lib, expected) << n;
   }

@@ -26,14 +26,26 @@ struct KernelOf;
 
 template <typename K, typename... P>
 struct KernelOf<K, void (*)(P...)> {
-  // The host stub nvcc emits for a __global__ function: its address is the kernel's identity.
+  // The host stub nvcc emits for a __global__ function: its address is the kernel's identity. As nvcc 13 emits
+  // it (crt/host_runtime.h), the stub looks the kernel's handle up once and launches it with __cudaLaunchKernel,
+  // which the real libcudart serves without calling its exported cudaLaunchKernel; a program built with
+  // APPS_LEGACY_LAUNCH launches as nvcc does with -D__NV_LEGACY_LAUNCH (and as nvcc 12 did): cudaLaunchKernel.
   static void Stub(P... p) {
+#ifndef APPS_LEGACY_LAUNCH
+    static cudaKernel_t handle = nullptr;
+    static const bool found = __cudaGetKernel(&handle, reinterpret_cast<const void*>(&Stub)) == cudaSuccess;
+    (void)found;
+#endif
     dim3 grid, block;
     size_t shared = 0;
     cudaStream_t stream = nullptr;
     if (__cudaPopCallConfiguration(&grid, &block, &shared, &stream) != cudaSuccess) return;
     void* args[] = {static_cast<void*>(&p)..., nullptr};
+#ifdef APPS_LEGACY_LAUNCH
     (void)cudaLaunchKernel(reinterpret_cast<const void*>(&Stub), grid, block, args, shared, stream);
+#else
+    (void)__cudaLaunchKernel(handle, grid, block, args, shared, stream);
+#endif
   }
 
   static void RunBody(const simcuda_launch* l) { CallBody(l, std::index_sequence_for<P...>{}); }

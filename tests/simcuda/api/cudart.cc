@@ -25,11 +25,24 @@ simcuda::Device* Dev() { return simcuda::Global(); }
   simcuda::Device* d = Dev();                             \
   if (d == nullptr) return Ret(cudaErrorNoDevice)
 
+cudaStream_t PerThreadStream(cudaStream_t s) { return s == nullptr ? cudaStreamPerThread : s; }
+
 const CUfunc_st* Kernel(simcuda::Device* d, const void* func) {
   if (const CUfunc_st* fn = d->kernels().ByHostStub(func)) return fn;
   // A cudaFunction_t / cudaKernel_t handle is accepted wherever a kernel's address is.
   const auto* fn = static_cast<const CUfunc_st*>(func);
   return d->kernels().IsFunction(fn) ? fn : nullptr;
+}
+
+cudaError_t Launch(const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Launch(Kernel(d, func), {grid, block, shared}, args, stream));
+}
+
+// Launch attributes (clusters, priorities, programmatic serialization) do not change the model.
+cudaError_t LaunchExC(const cudaLaunchConfig_t* config, const void* func, void** args, cudaStream_t stream) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Launch(Kernel(d, func), {config->gridDim, config->blockDim, config->dynamicSmemBytes}, args, stream));
 }
 
 // One field of a stream's state into `out`.
@@ -473,16 +486,12 @@ cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sh
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
-  SIMCUDA_DEVICE(d);
-  return Ret(d->Launch(Kernel(d, func), {gridDim, blockDim, sharedMem}, args, stream));
+  return Launch(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
-  SIMCUDA_DEVICE(d);
   if (config == nullptr) return Ret(cudaErrorInvalidValue);
-  // Launch attributes (clusters, priorities, programmatic serialization) do not change the model.
-  return Ret(d->Launch(Kernel(d, func), {config->gridDim, config->blockDim, config->dynamicSmemBytes}, args,
-                       config->stream));
+  return LaunchExC(config, func, args, config->stream);
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
@@ -507,9 +516,28 @@ cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolP
   return cudaSuccess;
 }
 
+// What nvcc 13's <<<>>> calls (crt/host_runtime.h, unless __NV_LEGACY_LAUNCH): the real library launches here
+// without going through its exported cudaLaunchKernel, so a tool that interposes only cudaLaunchKernel never
+// sees these launches; neither does simcuda's (all four launch through Launch below, not through each other).
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                cudaStream_t stream) {
-  return cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream);
+  return Launch(kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
+// The _ptsz entry points (nvcc --default-stream per-thread): the NULL stream is the calling thread's stream.
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                    cudaStream_t stream) {
+  return Launch(kernel, gridDim, blockDim, args, sharedMem, PerThreadStream(stream));
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                  cudaStream_t stream) {
+  return Launch(func, gridDim, blockDim, args, sharedMem, PerThreadStream(stream));
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (config == nullptr) return Ret(cudaErrorInvalidValue);
+  return LaunchExC(config, func, args, PerThreadStream(config->stream));
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {

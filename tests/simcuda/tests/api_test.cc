@@ -15,6 +15,9 @@
 #include "simcuda/kernel_abi.h"
 #include "simcuda/nvcc_entry_points.h"
 
+extern "C" cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                             size_t sharedMem, cudaStream_t stream);
+
 namespace {
 
 // The device is created on first use, by the registration below: configure it first.
@@ -124,10 +127,19 @@ TEST(Api, KernelsLaunchThroughStubsRuntimeAndDriver) {
   config.blockDim = dim3(256);
   config.stream = s;
   ASSERT_EQ(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&axpy), args), cudaSuccess);
+  // As nvcc 13's <<<>>> launches: the kernel's handle, then __cudaLaunchKernel; and the per-thread-stream forms,
+  // whose NULL stream is the thread's own (ordered here by the synchronization in between).
+  cudaKernel_t handle = nullptr;
+  ASSERT_EQ(__cudaGetKernel(&handle, reinterpret_cast<const void*>(&axpy)), cudaSuccess);
+  ASSERT_EQ(__cudaLaunchKernel(handle, dim3(4), dim3(256), args, 0, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(__cudaLaunchKernel_ptsz(handle, dim3(4), dim3(256), args, 0, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaLaunchKernel_ptsz(reinterpret_cast<const void*>(&axpy), dim3(4), dim3(256), args, 0, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(y.data(), dy, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(y[0], 1.0f + 1.0f + 0.5f + 0.5f);
-  EXPECT_EQ(y[n - 1], 3.0f);
+  EXPECT_EQ(y[0], 1.0f + 1.0f + 0.5f + 0.5f + 3 * 0.5f);
+  EXPECT_EQ(y[n - 1], 4.5f);
   int unregistered = 0;
   EXPECT_EQ(cudaLaunchKernel(&unregistered, dim3(1), dim3(1), nullptr, 0, s), cudaErrorInvalidDeviceFunction);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
