@@ -29,9 +29,14 @@ constexpr uint64_t kMaxProbeBytes = 64ull << 20;
 // much, and each copy has a guard of this much after it, where a write past the range would show.
 constexpr uint64_t kMaxTestBytes = 64ull << 20;
 constexpr uint64_t kTestGuard = 64ull << 10;
-// The copies reserve room up to the end of each range's allocation (untouched: it costs no transfer).
-constexpr uint64_t kMaxTestReserve = 1ull << 30;
+// The copies reserve room up to the end of each range's allocation, and hold what the application's memory holds
+// there (a device-to-device copy).
+constexpr uint64_t kMaxTestReserve = 256ull << 20;
 constexpr unsigned char kGuardByte = 0xa5;
+// Each copy sits at its range's address modulo this: a kernel's vector loads and stores need the alignment its
+// pointers had (a float4 access through a pointer moved by 4 bytes is a misaligned address, and that error ends
+// the CUDA context). CUDA allocations are 256-byte aligned; 4 KiB covers any alignment a kernel can rely on.
+constexpr uint64_t kCopyAlign = 4096;
 Session* g_process_session = nullptr;
 
 const char* PartName(Part p) {
@@ -554,7 +559,7 @@ void Session::TestOverwrites(RecordedOp& op) {
     if (i + 1 < ranges.size() && ranges[i + 1]->ptr < p.ptr + p.bytes) return;
     filled += p.bytes + kTestGuard;
     // Room up to the end of the allocation: a write past the range stays inside the copy, whatever its length.
-    reserved += std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard);
+    reserved += std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard) + kCopyAlign;
   }
   if (filled > kMaxTestBytes || reserved > kMaxTestReserve) return;
   const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
@@ -573,23 +578,41 @@ void Session::TestOverwrites(RecordedOp& op) {
   };
   auto changed = [&](const Probe& p) { return p.fresh || op.uses[p.use].changed == 1; };
   // Each copy holds what the kernel found in its range, except that a range it changed holds the complement of
-  // what it left there (so that no byte it leaves alone can match), then a guard.
+  // what it left there (so that no byte it leaves alone can match). After the range comes what follows it in the
+  // application's memory, up to the allocation's end: a kernel may read past the next known pointer through its
+  // own (a strided view spans more than the range: `tokens[:, :-1]` and `tokens[:, 1:]` share a buffer), and what
+  // it reads there must be what it read the first time (an index read from anything else faults the context).
+  // The first kTestGuard bytes after the range are also read to the host, to tell a write past the range; past
+  // the allocation's end, the guard is kGuardByte.
   AddressMap map;
   std::vector<uint64_t> at;
+  std::vector<std::vector<unsigned char>> guards(ranges.size());
   std::vector<unsigned char> host;
   uint64_t next = reinterpret_cast<uint64_t>(scratch);
   bool ok = true;
-  for (Probe* p : ranges) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Probe* p = ranges[i];
+    next = AlignUp(next, kCopyAlign) + p->ptr % kCopyAlign;
     if (p->fresh) {
       p->after.resize(p->bytes);
       ok = ok && copy(p->after.data(), reinterpret_cast<const void*>(p->ptr), p->bytes, cudaMemcpyDeviceToHost);
     }
+    const uint64_t end = p->ptr + p->bytes;
+    const uint64_t tail = p->alloc_end > end ? p->alloc_end - end : 0;
+    std::vector<unsigned char>& guard = guards[i];
+    guard.assign(kTestGuard, kGuardByte);
+    const uint64_t seen = std::min(tail, kTestGuard);
+    if (seen > 0) ok = ok && copy(guard.data(), reinterpret_cast<const void*>(end), seen, cudaMemcpyDeviceToHost);
     host.assign(p->after.begin(), p->after.end());
     if (changed(*p)) {
       for (unsigned char& c : host) c = static_cast<unsigned char>(~c);
     }
-    host.resize(p->bytes + kTestGuard, kGuardByte);
+    host.insert(host.end(), guard.begin(), guard.end());
     ok = ok && copy(reinterpret_cast<void*>(next), host.data(), host.size(), cudaMemcpyHostToDevice);
+    if (tail > kTestGuard) {
+      ok = ok && copy(reinterpret_cast<void*>(next + p->bytes + kTestGuard),
+                      reinterpret_cast<const void*>(end + kTestGuard), tail - kTestGuard, cudaMemcpyDefault);
+    }
     map.entries.push_back({p->ptr, p->bytes, next});
     at.push_back(next);
     next += std::max(p->alloc_end - p->ptr, p->bytes + kTestGuard);
@@ -611,8 +634,8 @@ void Session::TestOverwrites(RecordedOp& op) {
         std::mismatch(p.after.begin(), p.after.end(), host.begin()).first - p.after.begin());
     bool rest = true;  // the bytes after those still hold the complement of what the op left
     for (size_t k = set; rest && k < p.bytes; ++k) rest = host[k] == static_cast<unsigned char>(~p.after[k]);
-    const bool guarded = std::all_of(host.begin() + static_cast<std::ptrdiff_t>(p.bytes), host.end(),
-                                     [](unsigned char c) { return c == kGuardByte; });
+    const bool guarded =
+        std::equal(guards[i].begin(), guards[i].end(), host.begin() + static_cast<std::ptrdiff_t>(p.bytes));
     if (changed(p) && rest) written[i] = set;
     ok = ok && guarded && (changed(p) || set == p.bytes);
   }

@@ -1,6 +1,7 @@
 // e2e_overwrite: kernels on tensors a program carves out of one cudaMalloc block (as a caching allocator does),
 // for the profiling iteration's test of which kernels write their pointer's bytes entirely: one that does (and
-// stops short of the next pointer), one that updates in place, one that writes past its tensor into the next.
+// stops short of the next pointer), one that updates in place, one that writes past its tensor into the next, and
+// one that reads indices past the next pointer through its own.
 // Prints the block's address, then one checksum line per iteration; the host checks nothing itself: the e2e
 // case compares the output with a run without libkarma.so and reads the recorded trace.
 #include <cuda_runtime_api.h>
@@ -36,9 +37,19 @@ struct Fill {  // x[i] = small integer from (seed, i)
   }
 };
 
+// On a GPU, a kernel that moves float4s faults with "misaligned address" (and the CUDA context is lost) when a
+// pointer is not 16-byte aligned; simcuda does not model that, so these kernels check it themselves.
+void Vectorized(const char* kernel, const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return;
+  std::fprintf(stderr, "e2e_overwrite: %s: misaligned address %p\n", kernel, p);
+  std::abort();
+}
+
 struct Scale {  // y[i] = 2 x[i]: writes y without reading it
   static constexpr const char* kName = "overwrite_scale";
   static void Body(int64_t n, const float* x, float* y) {
+    Vectorized(kName, x);
+    Vectorized(kName, y);
     for (int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];
   }
   static void Cost(simcuda_cost* c, int64_t n, const float* x, float* y) {
@@ -51,6 +62,8 @@ struct Scale {  // y[i] = 2 x[i]: writes y without reading it
 struct Accumulate {  // z[i] += y[i]: reads what it writes
   static constexpr const char* kName = "overwrite_accumulate";
   static void Body(int64_t n, const float* y, float* z) {
+    Vectorized(kName, y);
+    Vectorized(kName, z);
     for (int64_t i = 0; i < n; ++i) z[i] += y[i];
   }
   static void Cost(simcuda_cost* c, int64_t n, const float* y, float* z) {
@@ -83,7 +96,39 @@ struct Gather {  // s[i] = y[i] + z[i] + w[i] + v[i] for the first kRead element
     Range(c, s, kRead);
   }
 };
-const apps::Module<Fill, Scale, Accumulate, Overrun, Gather> kModule;
+struct Indices {  // ix[i] = an index into x (seed, i)
+  static constexpr const char* kName = "overwrite_indices";
+  static void Body(int64_t n, uint64_t seed, int32_t* ix) {
+    for (int64_t i = 0; i < n; ++i) ix[i] = static_cast<int32_t>((seed * 40503u + static_cast<uint64_t>(i) * 7) % kFloats);
+  }
+  static void Cost(simcuda_cost* c, int64_t n, uint64_t, int32_t* ix) {
+    c->bytes = 4 * static_cast<double>(n);
+    simcuda_add_range(c, ix, static_cast<size_t>(n) * sizeof(int32_t));
+  }
+};
+
+// g[i] = x[ix[i]]: reads its indices past the next pointer it knows of (the second half of ix has its own pointer,
+// as `tokens[:, 1:]` has beside `tokens[:, :-1]`). On a GPU an index out of range is a device-side assert, which
+// ends the context; here the kernel checks it.
+struct Lookup {
+  static constexpr const char* kName = "overwrite_lookup";
+  static void Body(int64_t n, const float* x, const int32_t* ix, float* g) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (ix[i] < 0 || ix[i] >= kFloats) {
+        std::fprintf(stderr, "e2e_overwrite: %s: index %d out of bounds\n", kName, ix[i]);
+        std::abort();
+      }
+      g[i] = x[ix[i]];
+    }
+  }
+  static void Cost(simcuda_cost* c, int64_t n, const float* x, const int32_t* ix, float* g) {
+    c->bytes = 12 * static_cast<double>(n);
+    Range(c, x, kFloats);
+    simcuda_add_range(c, ix, static_cast<size_t>(n) * sizeof(int32_t));
+    Range(c, g, n);
+  }
+};
+const apps::Module<Fill, Scale, Accumulate, Overrun, Gather, Indices, Lookup> kModule;
 
 int Fail(const char* what) {
   std::fprintf(stderr, "e2e_overwrite: %s failed\n", what);
@@ -94,11 +139,15 @@ int Fail(const char* what) {
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
-  // x | y | z | w | v | s, each kTensor bytes from the last.
+  // x | y | z | w | v | s | ix | g, each kTensor bytes from the last. The block is 4 bytes longer, so that the
+  // distance from a tensor to the block's end (the room the run on copies gives each pointer) is no multiple of
+  // 16: each copy must still keep its tensor's alignment (Scale and Accumulate check it).
   char* block = nullptr;
-  if (cudaMalloc(reinterpret_cast<void**>(&block), 6 * kTensor) != cudaSuccess) return Fail("cudaMalloc");
+  if (cudaMalloc(reinterpret_cast<void**>(&block), 8 * kTensor + 4) != cudaSuccess) return Fail("cudaMalloc");
   auto at = [&](int k) { return reinterpret_cast<float*>(block + k * kTensor); };
-  float *x = at(0), *y = at(1), *z = at(2), *w = at(3), *v = at(4), *s = at(5);
+  float *x = at(0), *y = at(1), *z = at(2), *w = at(3), *v = at(4), *s = at(5), *g = at(7);
+  auto* ix = reinterpret_cast<int32_t*>(at(6));
+  constexpr int64_t kHalf = kFloats / 2;
   const dim3 grid(64), threads(256);
   apps::Launch<Fill>(grid, threads, nullptr, kFloats, uint64_t{7}, z);
   std::printf("block 0x%" PRIx64 "\n", static_cast<uint64_t>(reinterpret_cast<uintptr_t>(block)));
@@ -111,11 +160,20 @@ int main(int argc, char** argv) {
     apps::Launch<Overrun>(grid, threads, nullptr, kPast, static_cast<const float*>(x), w);
     apps::Launch<Gather>(grid, threads, nullptr, static_cast<const float*>(y), static_cast<const float*>(z),
                          static_cast<const float*>(w), static_cast<const float*>(v), s);
+    apps::Launch<Indices>(grid, threads, nullptr, kHalf, static_cast<uint64_t>(it), ix);
+    apps::Launch<Indices>(grid, threads, nullptr, kHalf, static_cast<uint64_t>(it) + 50, ix + kHalf);
+    apps::Launch<Lookup>(grid, threads, nullptr, 2 * kHalf, static_cast<const float*>(x),
+                         static_cast<const int32_t*>(ix), g);
     if (cudaGetLastError() != cudaSuccess) return Fail("a launch");
     if (cudaMemcpy(host.data(), s, kRead * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) return Fail("copy");
     double sum = 0;
     for (float f : host) sum += f;
-    std::printf("iter %d sum %.1f\n", it, sum);
+    if (cudaMemcpy(host.data(), g + kFloats - kRead, kRead * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return Fail("copy");
+    }
+    double looked_up = 0;
+    for (float f : host) looked_up += f;
+    std::printf("iter %d sum %.1f lookup %.1f\n", it, sum, looked_up);
   }
   return cudaFree(block) == cudaSuccess ? 0 : Fail("cudaFree");
 }
