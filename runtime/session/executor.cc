@@ -196,6 +196,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   if (pending_ != nullptr) {
     prog_ = std::move(pending_);
     pending_.reset();
+    idle_ = prog_->Idle();
     checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
@@ -825,7 +826,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
   if (p == nullptr || next_op < base_) return;
-  if (running_ && arena_block && api_.cudaMemPrefetchAsync != nullptr) {
+  if (running_ && arena_block && !idle_ && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
     LastErrorScope errors(api_);
@@ -869,7 +870,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
     std::vector<Range> drop;
     if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
     for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
-    if (drop.empty() || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
+    if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
     Batch b(drop);

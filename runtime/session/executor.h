@@ -165,6 +165,7 @@ class Executor {
 
   std::shared_ptr<const ReplayProgram> prog_;     // running
   std::shared_ptr<const ReplayProgram> pending_;  // installed, waiting for an iteration start
+  bool idle_ = false;                             // prog_ moves nothing (ReplayProgram::Idle)
   uint64_t base_ = 0;
   int device_ = 0;
   cudaStream_t in_ = nullptr, out_ = nullptr, aux_ = nullptr;

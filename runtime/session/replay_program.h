@@ -2,6 +2,7 @@
 // the plan's buffers resolved to the address ranges and allocations the runtime sees.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,6 +82,13 @@ struct ReplayProgram {
   // Of dead_evictions and renewed: repopulated before an overwrite instead of brought back (`overwritten`).
   size_t repopulated = 0;
   std::string summary;                            // counts, for the log
+
+  // Nothing to move: the plan fits in the budget as the application runs it. The executor then leaves freed
+  // blocks and new allocations alone (discarding and repopulating them costs the driver real time per block).
+  // Scans every position's actions.
+  bool Idle() const {
+    return recomputes.empty() && std::all_of(after.begin(), after.end(), [](const auto& v) { return v.empty(); });
+  }
 };
 
 // Compiles `plan` for the recorded iteration it was made for. Refuses plans whose shape does not fit the

@@ -138,6 +138,22 @@ TEST_F(ExecutorTest, AFreeDiscardsTheBlocksPagesAndTheSlabPagesItEmpties) {
   EXPECT_EQ(moves[0].bytes, kLargePage);
 }
 
+// A plan that fits in the budget as the application runs it moves nothing, and neither does its replay: no
+// discard at a free, no population at an allocation (on a GPU each costs the driver time per block).
+TEST_F(ExecutorTest, AProgramThatMovesNothingLeavesFreesAndAllocationsAlone) {
+  auto idle = std::make_shared<ReplayProgram>(*DeadValueProgram());
+  for (auto& items : idle->after) items.clear();
+  Executor e(api_, &stats_);
+  e.Install(idle, 0, 0);
+  bool wants = false;
+  ASSERT_EQ(e.Before(0, 11, 0, {}, &wants), 0u);
+  TakeMoves();
+  e.OnAllocation(kAddr + kBytes, kLargePage, 1, 0, true);
+  e.OnFree(kAddr + kBytes, kLargePage, 0, true);
+  e.OnFree(kAddr + 2 * kBytes + 8192, 4096, 0, true, {{{kAddr + 2 * kBytes, kLargePage}}});
+  EXPECT_TRUE(TakeMoves().empty());
+}
+
 // Validation needs device memory it can copy: here the "device" is host memory and copies are memcpy.
 cudaError_t HostMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t) {
   std::memcpy(dst, src, n);
