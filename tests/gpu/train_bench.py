@@ -40,6 +40,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="iterations before timing starts (5; dry run: 1)")
     p.add_argument("--checkpoint", action="store_true",
                    help="recompute activations with torch.utils.checkpoint (per ResNet stage / transformer layer)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="profile the last N iterations with torch.profiler: prints the calls that took the most "
+                        "host time (CUDA API calls, libkarma.so's own included) and stores them in the JSON")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--label", default="", help="configuration name stored in the JSON")
     p.add_argument("--out", help="write the result as JSON to this file")
@@ -58,6 +61,8 @@ def parse_args(argv):
             p.error(f"--{k.replace('_', '-')} must be positive")
     if a.warmup < 0:
         p.error("--warmup must not be negative")
+    if not 0 <= a.profile <= a.iters:
+        p.error("--profile must be between 0 and --iters")
     if a.model == "gpt2" and a.d_model % a.heads != 0:
         p.error("--d-model must be a multiple of --heads")
     return a
@@ -146,6 +151,29 @@ def is_oom(e, torch):
     return (oom is not None and isinstance(e, oom)) or "out of memory" in str(e).lower()
 
 
+def start_profiler(torch, cuda):
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    prof = profile(activities=activities)
+    prof.__enter__()
+    return prof
+
+
+def stop_profiler(prof, iterations, rows=25):
+    """The calls that took the most host time over the profiled iterations (per iteration), printed and returned."""
+    prof.__exit__(None, None, None)
+    events = prof.key_averages()
+    device_time = lambda e: getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0))
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:rows]
+    table = [dict(name=e.key, calls=e.count // iterations, self_host_ms=e.self_cpu_time_total / 1e3 / iterations,
+                  self_device_ms=device_time(e) / 1e3 / iterations) for e in top]
+    print(f"profile: the {rows} calls with the most host time, per iteration (of {iterations})")
+    print(f"{'self host ms':>12}  {'device ms':>9}  {'calls':>6}  name")
+    for r in table:
+        print(f"{r['self_host_ms']:12.3f}  {r['self_device_ms']:9.3f}  {r['calls']:6d}  {r['name'][:90]}")
+    return table
+
+
 def train(torch, args, result):
     device = torch.device("cpu" if args.dry_run else "cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -166,7 +194,10 @@ def train(torch, args, result):
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     losses, times_ms = [], []
+    profiler = None
     for i in range(args.warmup + args.iters):
+        if args.profile and i == args.warmup + args.iters - args.profile:
+            profiler = start_profiler(torch, cuda)
         x, y = make_batch(gen, device)
         if cuda:
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -190,6 +221,8 @@ def train(torch, args, result):
         print(f"iter {i} loss {value:.9g} ms {ms:.3f}{' (warm-up)' if i < args.warmup else ''}", flush=True)
         if not math.isfinite(value):
             raise RuntimeError(f"loss is {value} at iteration {i}")
+    if profiler is not None:
+        result["profile"] = stop_profiler(profiler, args.profile)
     result.update(losses=losses, times_ms=times_ms, ms_mean=statistics.fmean(times_ms),
                   ms_median=statistics.median(times_ms))
     if cuda:
