@@ -26,6 +26,10 @@
     "With explicit iteration markers: how many marked iterations run before the one that is recorded.")         \
   X(KARMA_ARENA_SEGMENT, kBytes, "256MiB", "",                                                                  \
     "Size of each managed-memory segment the allocation arena reserves (larger requests get their own).")       \
+  X(KARMA_RERUN_KERNELS, kBool, "1", "",                                                                        \
+    "In the recorded iteration, run a kernel that changed memory the iteration did not allocate once more, on "  \
+    "copies of its operands, to learn where its writes end; 0: never (such tensors then end at the next "         \
+    "pointer seen, and their kernels are not recomputed).")                                                     \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
     "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \

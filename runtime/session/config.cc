@@ -45,6 +45,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
     c.arena_segment_bytes = 2ull << 20;
   }
   c.live_view = env.flag(EnvVar::KARMA_LIVE);
+  c.rerun_kernels = env.flag(EnvVar::KARMA_RERUN_KERNELS);
   LogLevel level = LogLevel::kWarn;
   ParseLogLevel(env.text(EnvVar::KARMA_LOG), &level);
   c.log_level = level;

@@ -24,6 +24,7 @@ struct SessionConfig {
   uint32_t warmup_iterations = 1;
   uint64_t arena_segment_bytes = 256ull << 20;
   bool live_view = true;
+  bool rerun_kernels = true;  // KARMA_RERUN_KERNELS: the run on copies in the recorded iteration
   LogLevel log_level = LogLevel::kWarn;
   // Rejected values and inconsistent settings, one sentence each; the session logs them once at start.
   std::vector<std::string> problems;

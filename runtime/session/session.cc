@@ -546,7 +546,9 @@ void Session::TestOverwrites(RecordedOp& op) {
   // Every pointer the kernel got must start a probed range, so that the run on copies leaves the application's
   // memory alone. Ranges are equal or disjoint (each ends where the next known pointer starts); copies are laid
   // out in address order.
-  if (!op.all_probed || api_.cudaMallocManaged == nullptr || api_.cudaFree == nullptr) return;
+  if (!config_.rerun_kernels || !op.all_probed || api_.cudaMallocManaged == nullptr || api_.cudaFree == nullptr) {
+    return;
+  }
   std::vector<Probe*> ranges;
   for (Probe& p : op.probes) ranges.push_back(&p);
   std::sort(ranges.begin(), ranges.end(), [](const Probe* x, const Probe* y) { return x->ptr < y->ptr; });

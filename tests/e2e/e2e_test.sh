@@ -201,6 +201,22 @@ for what, ok in checks.items():
     print(("ok   " if ok else "FAIL ") + what)
 sys.exit(0 if all(checks.values()) else 1)
 PY
+  # KARMA_RERUN_KERNELS=0: no run on copies; the same results, and scale's tensor runs to the next pointer.
+  KARMA_TRACE_DIR=$tmp/traces0 KARMA_RERUN_KERNELS=0 run karma0 --mem "$mem" --karma -- "$bin/e2e_overwrite" 10
+  [[ $rc == 0 ]] || fail "e2e_overwrite with KARMA_RERUN_KERNELS=0: exit $rc: $(tail -5 "$tmp/karma0.err")"
+  diff <(grep '^iter' "$tmp/ref.out") <(grep '^iter' "$tmp/karma0.out") >/dev/null ||
+    fail "results differ with KARMA_RERUN_KERNELS=0"
+  trace=$(ls "$tmp"/traces0/*.ktrace 2>/dev/null | head -1)
+  [[ -n $trace ]] || fail "no trace recorded with KARMA_RERUN_KERNELS=0: $(cat "$tmp/karma0.err")"
+  "$bin/karma-trace" export "$trace" --json "$tmp/trace0.json" >/dev/null 2>&1 || fail "karma-trace export fails"
+  python3 - "$tmp/trace0.json" "$(sed -n 's/^block //p' "$tmp/karma0.out")" <<'PY' ||
+import json, sys
+t = json.load(open(sys.argv[1]))
+base = int(sys.argv[2], 16)
+sys.exit(0 if [b["bytes"] for b in t["tensors"] if b["address"] == base + 262144] == [262144] else 1)
+PY
+    fail "with KARMA_RERUN_KERNELS=0 scale's tensor should run to the next pointer"
+  echo "ok   KARMA_RERUN_KERNELS=0: same results, no measured extent"
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
