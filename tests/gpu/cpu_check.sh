@@ -26,6 +26,27 @@ rc=$?
 grep -q "MISSING: nvidia-smi" "$tmp/check.out" || fail "no clear message: $(cat "$tmp/check.out")"
 ((SECONDS - start < 60)) || fail "--check took $((SECONDS - start)) s"
 
+# The table says whether each KARMA run replayed a plan (from libkarma.so's exit summary in the run's log).
+mkdir "$tmp/fake"
+python3 - "$tmp/fake" <<'PY' || fail "could not write the fake results"
+import json, os, sys
+d = sys.argv[1]
+run = lambda losses: {"status": "ok", "losses": losses, "times_ms": [10.0], "ms_mean": 10.0}
+for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iterations (10 ops each), peak 1 MiB "
+                        "allocated vs 1 MiB budget; faults and stalls not measured (no plan replayed); no iteration "
+                        "recorded"), ("karma-async", "karma: mode auto, 9 iterations (10 ops each), peak 1 MiB; "
+                        "prefetched 1 MiB, evicted 1 MiB; plan p.json; trace t.ktrace")):
+    json.dump(run([1.0, 0.5]), open(os.path.join(d, f"gpt2-{config}.json"), "w"))
+    if summary:
+        open(os.path.join(d, f"gpt2-{config}.log"), "w").write(summary + "\n")
+PY
+python3 "$here/summarize.py" "$tmp/fake" --md "$tmp/fake/t.md" --json "$tmp/fake/t.json" --title fake >/dev/null ||
+  fail "summarize.py on fake results: exit $?"
+grep -q '^| gpt2 | libkarma.so, caching allocator | ok |.*| none |' "$tmp/fake/t.md" ||
+  fail "a run without a plan must say so: $(cat "$tmp/fake/t.md")"
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | ok |.*| replayed |' "$tmp/fake/t.md" ||
+  fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
+
 if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
   echo "skipped the Python checks: $python has no PyTorch/torchvision"
   exit 77

@@ -26,7 +26,8 @@ CONFIG_TEXT = {
 
 
 def gib(b):
-    return f"{b / 2**30:.2f} GiB" if isinstance(b, (int, float)) else "-"
+    # PyTorch keeps no allocator statistics with backend:cudaMallocAsync: it reports 0.
+    return f"{b / 2**30:.2f} GiB" if isinstance(b, (int, float)) and b > 0 else "-"
 
 
 def agreement(ref, run):
@@ -49,6 +50,16 @@ def karma_summary(directory, model, config):
     except OSError:
         return ""
     return lines[-1] if lines else ""
+
+
+def plan_state(config, summary):
+    """Whether a KARMA_MODE=auto run replayed a plan, from its exit summary: without one, its row measures managed
+    memory with the budget unenforced, not KARMA."""
+    if not config.startswith("karma"):
+        return "-"
+    if not summary:
+        return "?"
+    return "none" if "no plan replayed" in summary or "no iteration recorded" in summary else "replayed"
 
 
 def load(directory):
@@ -93,13 +104,14 @@ def rows(runs):
                 "final_loss": f"{r['losses'][-1]:.6g}" if ok and r.get("losses") else "-",
                 "shape": r.get("shape", ""),
                 "karma_summary": r.get("karma_summary", ""),
+                "plan": plan_state(config, r.get("karma_summary", "")) if ok else "-",
             })
     return out
 
 
 COLUMNS = [("model", "model"), ("configuration", "what"), ("status", "status"), ("ms/iter", "ms"),
            ("x plain", "x_plain"), ("peak allocated", "peak_alloc"), ("peak reserved", "peak_reserved"),
-           ("KARMA_CAPACITY", "capacity"), ("loss vs plain", "loss"), ("final loss", "final_loss")]
+           ("KARMA_CAPACITY", "capacity"), ("plan", "plan"), ("loss vs plain", "loss"), ("final loss", "final_loss")]
 
 
 def text_table(table):
@@ -130,7 +142,8 @@ def markdown(table, env, smoke, title):
         md += ["", "libkarma.so's exit summaries:", ""]
         md += [f"- {model} {config}: `{line}`" for model, config, line in summaries]
     md += ["", "Times: mean of the steady iterations (CUDA events, warm-up excluded). Peak: torch.cuda's "
-           "allocator statistics (what PyTorch asked for, wherever it lives). Loss: every iteration's loss "
+           "allocator statistics (what PyTorch asked for, wherever it lives). Plan: whether libkarma.so replayed a "
+           "plan (none: the row is managed memory with the budget unenforced). Loss: every iteration's loss "
            "compared with the plain run.", ""]
     return "\n".join(md)
 
