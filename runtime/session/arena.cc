@@ -14,10 +14,6 @@ constexpr size_t kPendingScan = 64;
 // Same-stream reuse needs one stream per handle; the per-thread default stream is a different one per thread.
 bool StreamOrdered(StreamKey s) { return s != kSyncStream && s != 0x2; }
 
-cudaStream_t StreamOf(StreamKey s) {
-  return s == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(s);
-}
-
 }  // namespace
 
 // ---- RangeAllocator ----

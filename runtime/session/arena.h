@@ -23,6 +23,8 @@ inline StreamKey KeyOf(const void* stream) {
   const auto k = reinterpret_cast<StreamKey>(stream);
   return k == 0x1 ? 0 : k;
 }
+// The handle to pass to CUDA for a key: kSyncStream's work goes to the legacy default stream.
+inline cudaStream_t StreamOf(StreamKey k) { return k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k); }
 
 inline constexpr uint64_t kLargePage = 2ull << 20;   // large buffers: 2 MiB spans, 2 MiB aligned
 inline constexpr uint64_t kSmallLimit = 1ull << 20;  // up to this size, buffers are packed into 2 MiB slabs

@@ -33,8 +33,6 @@ Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(s
 
 Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
 
-cudaStream_t Executor::S(StreamKey k) { return k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k); }
-
 std::string Executor::program_summary() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& p = prog_ != nullptr ? prog_ : pending_;
@@ -101,7 +99,7 @@ cudaEvent_t Executor::EventLocked() {
 
 cudaEvent_t Executor::RecordLocked(StreamKey stream) {
   cudaEvent_t e = EventLocked();
-  if (e == nullptr || api_.cudaEventRecord(e, S(stream)) != cudaSuccess) return nullptr;
+  if (e == nullptr || api_.cudaEventRecord(e, StreamOf(stream)) != cudaSuccess) return nullptr;
   return e;
 }
 
@@ -283,7 +281,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
       }
       errors.Failed();  // cudaErrorNotReady is not the application's
       cudaEvent_t waiting = RecordLocked(stream);
-      if (api_.cudaStreamWaitEvent(S(stream), done, 0) != cudaSuccess) errors.Failed();
+      if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
       stalls_.push_back({waiting, done});
     }
     if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked();
@@ -443,7 +441,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       errors.Failed();
     }
     // Nothing later on the application's stream may run before the discard has happened.
-    if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
+    if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
     for (size_t i = 0; i < drop.size(); ++i) {
       away_[drop_ids[i]] = 1;
       stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
@@ -503,7 +501,7 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
   }
   PrefetchLocked(back, aux_, true);
   for (const Range& r : back) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-  if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
+  if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
 }
 
 bool Executor::RoomLocked(uint32_t k) const {
@@ -674,7 +672,7 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
       if (MoveRangeLocked(b, &t)) add(b, t);
     }
     for (const auto& [b, at] : redirected) add(b, Range{at, PageUp(prog_->buffers[b].bytes)});
-    ok = RelaunchLocked(rc, redirected, &populate, S(stream));
+    ok = RelaunchLocked(rc, redirected, &populate, StreamOf(stream));
   }
   if (!ok) {
     // The targets are discarded and cannot be rebuilt: this is a failure the application would see.
@@ -695,7 +693,7 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
             cudaSuccess) {
       errors.Failed();
     }
-    if (!OrderLocked(KeyOf(aux_), S(stream))) errors.Failed();
+    if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
   }
 }
 
@@ -721,7 +719,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     return;
   }
   LastErrorScope errors(api_);
-  const cudaStream_t s = S(stream);
+  const cudaStream_t s = StreamOf(stream);
   struct Copy {
     trace::BufferId b = trace::kNone;
     Range r;
@@ -832,7 +830,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
     if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,
-                                  S(key)) != cudaSuccess) {
+                                  StreamOf(key)) != cudaSuccess) {
       errors.Failed();
     }
   }
@@ -879,7 +877,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
       errors.Failed();
       return;
     }
-    if (!OrderLocked(KeyOf(aux_), S(key))) errors.Failed();
+    if (!OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
   } catch (...) {
     // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }

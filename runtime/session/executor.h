@@ -118,7 +118,6 @@ class Executor {
   // Work given to `then` from now on runs after everything given to `first` so far (an event recorded on `first`,
   // waited for by `then`); false when either call failed.
   bool OrderLocked(StreamKey first, cudaStream_t then);
-  static cudaStream_t S(StreamKey k);
   void StartIterationLocked(uint64_t n);
   // Allocations are counted per iteration (the first allocation, or the start, of an iteration resets them).
   void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);

@@ -54,7 +54,7 @@ Relaunch MakeKernelRelaunch(const OpDesc& d, const ParamLayout& layout) {
       std::vector<uint64_t> copy;
       std::vector<void*> args;
       build(map, &copy, &args);
-      return real(func, grid, block, args.data(), shared, reinterpret_cast<cudaStream_t>(stream)) == cudaSuccess;
+      return real(func, grid, block, args.data(), shared, StreamOf(stream)) == cudaSuccess;
     });
   }
   auto real = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,

@@ -39,6 +39,12 @@ constexpr unsigned char kGuardByte = 0xa5;
 constexpr uint64_t kCopyAlign = 4096;
 Session* g_process_session = nullptr;
 
+// A copy the session needs at once (probes, the run on copies): issued on the op's stream and waited for.
+bool CopyAndWait(const CudaApi& api, void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
+                 cudaStream_t s) {
+  return api.cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess && api.cudaStreamSynchronize(s) == cudaSuccess;
+}
+
 const char* PartName(Part p) {
   switch (p) {
     case Part::kArena: return "allocation arena";
@@ -94,8 +100,7 @@ void OpScope::End(bool ok) noexcept {
   if (ok && op_->end != nullptr && session_->api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(session_->api_);
     const StreamKey k = op_->stream_key;
-    if (session_->api_.cudaEventRecord(op_->end, k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k)) !=
-        cudaSuccess) {
+    if (session_->api_.cudaEventRecord(op_->end, StreamOf(k)) != cudaSuccess) {
       errors.Failed();
     }
   }
@@ -436,7 +441,7 @@ uint64_t Session::GuessExtentLocked(const Touch& t) const {
 
 void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device) {
   if (api_.cudaMemPrefetchAsync == nullptr) return;
-  const cudaStream_t s = d.stream == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(d.stream);
+  const cudaStream_t s = StreamOf(d.stream);
   LastErrorScope errors(api_);
   for (const Touch& t : touches) {
     const Origin o = t.buffer.origin;
@@ -455,7 +460,7 @@ void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& 
 void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches) {
   if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) return;
   Recording& rec = *recording_;
-  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  const cudaStream_t s = StreamOf(op.stream_key);
   LastErrorScope errors(api_);
   bool synced = false;
   const bool testable = op.kind == trace::OpKind::kKernel && op.relaunch != nullptr;
@@ -499,9 +504,7 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
       synced = true;
     }
     p.before.resize(bytes);
-    if (api_.cudaMemcpyAsync(p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s) !=
-            cudaSuccess ||
-        api_.cudaStreamSynchronize(s) != cudaSuccess) {
+    if (!CopyAndWait(api_, p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s)) {
       errors.Failed();
       all = false;
       continue;
@@ -517,7 +520,7 @@ void Session::FinishProbes(RecordedOp& op) {
     op.probes.clear();
     return;
   }
-  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  const cudaStream_t s = StreamOf(op.stream_key);
   LastErrorScope errors(api_);
   if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
     errors.Failed();
@@ -527,9 +530,7 @@ void Session::FinishProbes(RecordedOp& op) {
   for (Probe& p : op.probes) {
     if (p.fresh) continue;
     p.after.resize(p.bytes);
-    if (api_.cudaMemcpyAsync(p.after.data(), reinterpret_cast<const void*>(p.ptr), p.bytes, cudaMemcpyDeviceToHost,
-                             s) != cudaSuccess ||
-        api_.cudaStreamSynchronize(s) != cudaSuccess) {
+    if (!CopyAndWait(api_, p.after.data(), reinterpret_cast<const void*>(p.ptr), p.bytes, cudaMemcpyDeviceToHost, s)) {
       errors.Failed();
       all_read = false;
       continue;
@@ -555,16 +556,17 @@ void Session::TestOverwrites(RecordedOp& op) {
   ranges.erase(std::unique(ranges.begin(), ranges.end(),
                            [](const Probe* x, const Probe* y) { return x->ptr == y->ptr && x->bytes == y->bytes; }),
                ranges.end());
+  // Room up to the end of the allocation: a write past the range stays inside the copy, whatever its length.
+  auto room = [](const Probe& p) { return std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard); };
   uint64_t filled = 0, reserved = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const Probe& p = *ranges[i];
     if (i + 1 < ranges.size() && ranges[i + 1]->ptr < p.ptr + p.bytes) return;
     filled += p.bytes + kTestGuard;
-    // Room up to the end of the allocation: a write past the range stays inside the copy, whatever its length.
-    reserved += std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard) + kCopyAlign;
+    reserved += room(p) + kCopyAlign;  // and the alignment below
   }
   if (filled > kMaxTestBytes || reserved > kMaxTestReserve) return;
-  const cudaStream_t s = op.stream_key == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(op.stream_key);
+  const cudaStream_t s = StreamOf(op.stream_key);
   LastErrorScope errors(api_);
   void* scratch = nullptr;
   if (api_.cudaMallocManaged(&scratch, reserved, cudaMemAttachGlobal) != cudaSuccess) {
@@ -572,9 +574,7 @@ void Session::TestOverwrites(RecordedOp& op) {
     return;
   }
   auto copy = [&](void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind) {
-    if (api_.cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess && api_.cudaStreamSynchronize(s) == cudaSuccess) {
-      return true;
-    }
+    if (CopyAndWait(api_, dst, src, bytes, kind, s)) return true;
     errors.Failed();
     return false;
   };
@@ -617,7 +617,7 @@ void Session::TestOverwrites(RecordedOp& op) {
     }
     map.entries.push_back({p->ptr, p->bytes, next});
     at.push_back(next);
-    next += std::max(p->alloc_end - p->ptr, p->bytes + kTestGuard);
+    next += room(*p);
   }
   // A pointer just past a range (an end pointer) goes just past its copy.
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -686,7 +686,7 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
   ProbeTouchesLocked(op, touches);
   if (api_.cudaEventCreateWithFlags != nullptr && api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(api_);
-    const cudaStream_t s = d.stream == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(d.stream);
+    const cudaStream_t s = StreamOf(d.stream);
     if (api_.cudaEventCreateWithFlags(&op.start, cudaEventDefault) != cudaSuccess ||
         api_.cudaEventCreateWithFlags(&op.end, cudaEventDefault) != cudaSuccess ||
         api_.cudaEventRecord(op.start, s) != cudaSuccess) {
