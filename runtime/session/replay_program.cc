@@ -68,13 +68,6 @@ bool OverwrittenBy(const RecordedIteration& rec, const policy::OpAccess& a, trac
   return false;
 }
 
-bool UsedByRecompute(const ReplayProgram& prog, trace::BufferId b) {
-  for (const ReplayProgram::Recompute& rc : prog.recomputes) {
-    if (Contains(rc.used, b)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan) {
@@ -173,7 +166,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   // right before it with no transfer; otherwise a prefetch brings them back a little earlier.
   size_t repopulated = 0;
   auto renew = [&](trace::BufferId b, uint32_t from, uint32_t next) {
-    if (OverwrittenBy(rec, acc.ops[next], next, b) && !UsedByRecompute(*prog, b)) {
+    if (OverwrittenBy(rec, acc.ops[next], next, b)) {
       prog->overwritten[next].push_back(b);
       repopulated++;
       return;

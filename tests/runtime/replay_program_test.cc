@@ -317,6 +317,30 @@ TEST(CompileProgram, DeadValueALibraryCallOverwritesIsRepopulatedBeforeItNotBrou
   EXPECT_EQ(p.repopulated, 1u);
 }
 
+// So too where a recompute also writes that buffer (a layer's output rebuilt for the backward pass, then dead until
+// the next iteration's forward pass writes it again): the recompute runs inside the buffer's live range, before
+// its last use, so the dead value the call overwrites is the same whoever wrote it last.
+TEST(CompileProgram, DeadValueARecomputeRebuildsIsRepopulatedBeforeTheCallThatOverwritesIt) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  rec.it.ops[1].kind = trace::OpKind::kLibrary;
+  rec.buffers[1].exact = true;  // a recompute's outputs must be
+  policy::Plan plan = ManagedPlan(4u << 20);
+  policy::Action rc;
+  rc.kind = policy::ActionKind::kRecompute;
+  rc.ops = {1};
+  rc.before = 4;
+  rc.after = 3;
+  plan.actions.push_back(rc);
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const ReplayProgram& p = **prog;
+  ASSERT_EQ(p.recomputes.size(), 1u);
+  EXPECT_EQ(MoveOf(p, 5, 1), ReplayProgram::Move::kEvict);
+  EXPECT_EQ(p.overwritten[1], (std::vector<trace::BufferId>{1}));
+  EXPECT_EQ(p.repopulated, 1u);
+  for (const auto& waits : p.waits) EXPECT_TRUE(waits.empty());
+}
+
 // The same for a kernel the profiling iteration saw write all of the buffer without reading it (ReplayOp::written);
 // one seen to write only part of it gets the dead bytes brought back.
 TEST(CompileProgram, DeadValueAKernelWasSeenToOverwriteIsRepopulatedBeforeIt) {
