@@ -579,42 +579,13 @@ void Session::TestOverwrites(RecordedOp& op) {
     return false;
   };
   auto changed = [&](const Probe& p) { return p.fresh || op.uses[p.use].changed == 1; };
-  // Each copy holds what the kernel found in its range, except that a range it changed holds the complement of
-  // what it left there (so that no byte it leaves alone can match). After the range comes what follows it in the
-  // application's memory, up to the allocation's end: a kernel may read past the next known pointer through its
-  // own (a strided view spans more than the range: `tokens[:, :-1]` and `tokens[:, 1:]` share a buffer), and what
-  // it reads there must be what it read the first time (an index read from anything else faults the context).
-  // The first kTestGuard bytes after the range are also read to the host, to tell a write past the range; past
-  // the allocation's end, the guard is kGuardByte.
+  // The copies are laid out in address order, each at its range's address modulo kCopyAlign, with room up to its
+  // allocation's end.
   AddressMap map;
   std::vector<uint64_t> at;
-  std::vector<std::vector<unsigned char>> guards(ranges.size());
-  std::vector<unsigned char> host;
   uint64_t next = reinterpret_cast<uint64_t>(scratch);
-  bool ok = true;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    Probe* p = ranges[i];
+  for (const Probe* p : ranges) {
     next = AlignUp(next, kCopyAlign) + p->ptr % kCopyAlign;
-    if (p->fresh) {
-      p->after.resize(p->bytes);
-      ok = ok && copy(p->after.data(), reinterpret_cast<const void*>(p->ptr), p->bytes, cudaMemcpyDeviceToHost);
-    }
-    const uint64_t end = p->ptr + p->bytes;
-    const uint64_t tail = p->alloc_end > end ? p->alloc_end - end : 0;
-    std::vector<unsigned char>& guard = guards[i];
-    guard.assign(kTestGuard, kGuardByte);
-    const uint64_t seen = std::min(tail, kTestGuard);
-    if (seen > 0) ok = ok && copy(guard.data(), reinterpret_cast<const void*>(end), seen, cudaMemcpyDeviceToHost);
-    host.assign(p->after.begin(), p->after.end());
-    if (changed(*p)) {
-      for (unsigned char& c : host) c = static_cast<unsigned char>(~c);
-    }
-    host.insert(host.end(), guard.begin(), guard.end());
-    ok = ok && copy(reinterpret_cast<void*>(next), host.data(), host.size(), cudaMemcpyHostToDevice);
-    if (tail > kTestGuard) {
-      ok = ok && copy(reinterpret_cast<void*>(next + p->bytes + kTestGuard),
-                      reinterpret_cast<const void*>(end + kTestGuard), tail - kTestGuard, cudaMemcpyDefault);
-    }
     map.entries.push_back({p->ptr, p->bytes, next});
     at.push_back(next);
     next += room(*p);
@@ -623,23 +594,87 @@ void Session::TestOverwrites(RecordedOp& op) {
   for (size_t i = 0; i < ranges.size(); ++i) {
     map.entries.push_back({ranges[i]->ptr + ranges[i]->bytes, 1, at[i] + ranges[i]->bytes});
   }
-  ok = ok && (*op.relaunch)(map) && api_.cudaStreamSynchronize(s) == cudaSuccess;
-  // A changed range whose copy starts with what the op left, from other contents, and keeps its other bytes and
-  // its guard, is written up to there (a tensor can end before the next pointer: allocators round blocks up)
-  // and not read. Every range the op did not change must come out as it was, with every guard untouched.
-  std::vector<uint64_t> written(ranges.size(), 0);
+  bool ok = true;
+  for (Probe* p : ranges) {
+    if (!p->fresh) continue;
+    p->after.resize(p->bytes);
+    ok = ok && copy(p->after.data(), reinterpret_cast<const void*>(p->ptr), p->bytes, cudaMemcpyDeviceToHost);
+  }
+  // The first kTestGuard bytes after each range are read to the host, to tell a write past the range; past the
+  // allocation's end, the guard is kGuardByte.
+  std::vector<std::vector<unsigned char>> guards(ranges.size());
   for (size_t i = 0; ok && i < ranges.size(); ++i) {
     const Probe& p = *ranges[i];
-    host.resize(p.bytes + kTestGuard);
-    ok = copy(host.data(), reinterpret_cast<const void*>(at[i]), host.size(), cudaMemcpyDeviceToHost);
-    const auto set = static_cast<size_t>(
-        std::mismatch(p.after.begin(), p.after.end(), host.begin()).first - p.after.begin());
-    bool rest = true;  // the bytes after those still hold the complement of what the op left
-    for (size_t k = set; rest && k < p.bytes; ++k) rest = host[k] == static_cast<unsigned char>(~p.after[k]);
-    const bool guarded =
-        std::equal(guards[i].begin(), guards[i].end(), host.begin() + static_cast<std::ptrdiff_t>(p.bytes));
-    if (changed(p) && rest) written[i] = set;
-    ok = ok && guarded && (changed(p) || set == p.bytes);
+    const uint64_t end = p.ptr + p.bytes;
+    const uint64_t seen = std::min(p.alloc_end > end ? p.alloc_end - end : 0, kTestGuard);
+    guards[i].assign(kTestGuard, kGuardByte);
+    if (seen > 0) ok = copy(guards[i].data(), reinterpret_cast<const void*>(end), seen, cudaMemcpyDeviceToHost);
+  }
+  // One run on the copies. A range under test holds the complement of what the op left there (so that no byte
+  // it leaves alone can match); another range the op changed holds what the op found there (fresh memory: the
+  // complement too, it held nothing); the others hold their bytes. After each range comes what follows it in the
+  // application's memory, up to the allocation's end: a kernel may read past the next known pointer through its
+  // own (a strided view spans more than the range: `tokens[:, :-1]` and `tokens[:, 1:]` share a buffer), and what
+  // it reads there must be what it read the first time (an index read from anything else faults the context).
+  // A range under test whose copy comes out starting with what the op left, from other contents, and keeps its
+  // other bytes, is written up to there (a tensor can end before the next pointer: allocators round blocks up)
+  // and not read. Every range the op did not change must come out as it was, with every guard untouched.
+  std::vector<unsigned char> host;
+  auto run = [&](const std::vector<bool>& tested, std::vector<uint64_t>& written) {
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const Probe& p = *ranges[i];
+      const uint64_t end = p.ptr + p.bytes;
+      const uint64_t tail = p.alloc_end > end ? p.alloc_end - end : 0;
+      const bool found = changed(p) && !tested[i] && !p.fresh;
+      host.assign(found ? p.before.begin() : p.after.begin(), found ? p.before.end() : p.after.end());
+      if (tested[i] || (changed(p) && !found)) {
+        for (unsigned char& c : host) c = static_cast<unsigned char>(~c);
+      }
+      host.insert(host.end(), guards[i].begin(), guards[i].end());
+      if (!copy(reinterpret_cast<void*>(at[i]), host.data(), host.size(), cudaMemcpyHostToDevice)) return false;
+      if (tail > kTestGuard && !copy(reinterpret_cast<void*>(at[i] + p.bytes + kTestGuard),
+                                     reinterpret_cast<const void*>(end + kTestGuard), tail - kTestGuard,
+                                     cudaMemcpyDefault)) {
+        return false;
+      }
+    }
+    if (!(*op.relaunch)(map) || api_.cudaStreamSynchronize(s) != cudaSuccess) return false;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const Probe& p = *ranges[i];
+      host.resize(p.bytes + kTestGuard);
+      if (!copy(host.data(), reinterpret_cast<const void*>(at[i]), host.size(), cudaMemcpyDeviceToHost)) return false;
+      if (!std::equal(guards[i].begin(), guards[i].end(), host.begin() + static_cast<std::ptrdiff_t>(p.bytes))) {
+        return false;
+      }
+      const auto set = static_cast<size_t>(
+          std::mismatch(p.after.begin(), p.after.end(), host.begin()).first - p.after.begin());
+      if (!changed(p)) {
+        if (set != p.bytes) return false;
+        continue;
+      }
+      if (!tested[i]) continue;
+      bool rest = true;  // the bytes after those still hold the complement of what the op left
+      for (size_t k = set; rest && k < p.bytes; ++k) rest = host[k] == static_cast<unsigned char>(~p.after[k]);
+      written[i] = rest ? set : 0;
+    }
+    return true;
+  };
+  // First every changed range under test at once. A range that then looks read may only have been computed from
+  // another one under test (z += b; a = f(z) updates z and writes a from it): where the op changed more than one
+  // range, each such range is tried again alone, the others as the op found them.
+  std::vector<bool> tested(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) tested[i] = changed(*ranges[i]);
+  std::vector<uint64_t> written(ranges.size(), 0);
+  ok = ok && run(tested, written);
+  if (ok && std::count(tested.begin(), tested.end(), true) > 1) {
+    for (size_t i = 0; ok && i < ranges.size(); ++i) {
+      if (!tested[i] || written[i] != 0 || ranges[i]->fresh) continue;
+      std::vector<bool> alone(ranges.size(), false);
+      alone[i] = true;
+      std::vector<uint64_t> w(ranges.size(), 0);
+      ok = run(alone, w);
+      written[i] = w[i];
+    }
   }
   if (api_.cudaFree(scratch) != cudaSuccess) errors.Failed();
   if (!ok) {

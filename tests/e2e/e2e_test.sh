@@ -170,7 +170,8 @@ overwrite)
   # Kernels on tensors a program carves from one cudaMalloc block. The profiling iteration runs each kernel that
   # changed such memory once more on copies: `scale` writes all of the 200000 bytes it writes without reading
   # them (its tensor then ends there, short of the next pointer); `accumulate` updates in place and `overrun`
-  # writes past its tensor, so neither is taken as a whole write. The application's memory is left alone: its
+  # writes past its tensor, so neither is taken as a whole write; `update_write` updates u in place and writes a
+  # from it, and a is a whole write (tried again alone, with u as the kernel found it). The application's memory is left alone: its
   # results are those of a run without libkarma.so (an accumulation applied twice would show).
   run ref -- "$bin/e2e_overwrite" 10
   [[ $rc == 0 ]] || fail "e2e_overwrite: exit $rc: $(cat "$tmp/ref.err")"
@@ -187,8 +188,10 @@ t = json.load(open(sys.argv[1]))
 base = int(sys.argv[2], 16)
 size = {b["address"] - base: b["bytes"] for b in t["tensors"] if base <= b["address"] < base + 6 * 262144}
 ops = {o["name"]: o for o in t["ops"]}
-at = {off: [b["id"] for b in t["tensors"] if b["address"] == base + off][0] for off in (262144, 524288, 786432)}
-y, z, w = at[262144], at[524288], at[786432]
+at = {off: [b["id"] for b in t["tensors"] if b["address"] == base + off][0]
+      for off in (262144, 524288, 786432, 8 * 262144, 9 * 262144)}
+y, z, w, u, a = at[262144], at[524288], at[786432], at[8 * 262144], at[9 * 262144]
+uw = ops["overwrite_update_write"]
 checks = {
     "scale's tensor ends where its write ends": size[262144] == 200000,
     "accumulate's tensor runs to the next pointer": size[524288] == 262144,
@@ -196,6 +199,8 @@ checks = {
     "scale writes y without reading it": y in ops["overwrite_scale"]["writes"] and y not in ops["overwrite_scale"]["reads"],
     "accumulate reads and writes z": z in ops["overwrite_accumulate"]["writes"] and z in ops["overwrite_accumulate"]["reads"],
     "overrun writes w": w in ops["overwrite_overrun"]["writes"],
+    "update_write reads and writes u": u in uw["reads"] and u in uw["writes"],
+    "update_write writes a without reading it (computed from u as it left it)": a in uw["writes"] and a not in uw["reads"],
 }
 for what, ok in checks.items():
     print(("ok   " if ok else "FAIL ") + what)

@@ -1,7 +1,8 @@
 // e2e_overwrite: kernels on tensors a program carves out of one cudaMalloc block (as a caching allocator does),
 // for the profiling iteration's test of which kernels write their pointer's bytes entirely: one that does (and
-// stops short of the next pointer), one that updates in place, one that writes past its tensor into the next, and
-// one that reads indices past the next pointer through its own.
+// stops short of the next pointer), one that updates in place, one that writes past its tensor into the next, one
+// that reads indices past the next pointer through its own, and one that updates a tensor in place and writes
+// another from the updated values (z += b; a = f(z), as a fused bias and activation does).
 // Prints the block's address, then one checksum line per iteration; the host checks nothing itself: the e2e
 // case compares the output with a run without libkarma.so and reads the recorded trace.
 #include <cuda_runtime_api.h>
@@ -128,7 +129,22 @@ struct Lookup {
     Range(c, g, n);
   }
 };
-const apps::Module<Fill, Scale, Accumulate, Overrun, Gather, Indices, Lookup> kModule;
+// u[i] += 1; a[i] = 3 u[i]: updates u, and writes a without reading it, from what it left in u.
+struct UpdateWrite {
+  static constexpr const char* kName = "overwrite_update_write";
+  static void Body(int64_t n, float* u, float* a) {
+    for (int64_t i = 0; i < n; ++i) {
+      u[i] += 1;
+      a[i] = 3 * u[i];
+    }
+  }
+  static void Cost(simcuda_cost* c, int64_t n, float* u, float* a) {
+    c->bytes = 12 * static_cast<double>(n);
+    Range(c, u, n);
+    Range(c, a, n);
+  }
+};
+const apps::Module<Fill, Scale, Accumulate, Overrun, Gather, Indices, Lookup, UpdateWrite> kModule;
 
 int Fail(const char* what) {
   std::fprintf(stderr, "e2e_overwrite: %s failed\n", what);
@@ -139,17 +155,18 @@ int Fail(const char* what) {
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
-  // x | y | z | w | v | s | ix | g, each kTensor bytes from the last. The block is 4 bytes longer, so that the
+  // x | y | z | w | v | s | ix | g | u | a, each kTensor bytes from the last. The block is 4 bytes longer, so that the
   // distance from a tensor to the block's end (the room the run on copies gives each pointer) is no multiple of
   // 16: each copy must still keep its tensor's alignment (Scale and Accumulate check it).
   char* block = nullptr;
-  if (cudaMalloc(reinterpret_cast<void**>(&block), 8 * kTensor + 4) != cudaSuccess) return Fail("cudaMalloc");
+  if (cudaMalloc(reinterpret_cast<void**>(&block), 10 * kTensor + 4) != cudaSuccess) return Fail("cudaMalloc");
   auto at = [&](int k) { return reinterpret_cast<float*>(block + k * kTensor); };
-  float *x = at(0), *y = at(1), *z = at(2), *w = at(3), *v = at(4), *s = at(5), *g = at(7);
+  float *x = at(0), *y = at(1), *z = at(2), *w = at(3), *v = at(4), *s = at(5), *g = at(7), *u = at(8), *a = at(9);
   auto* ix = reinterpret_cast<int32_t*>(at(6));
   constexpr int64_t kHalf = kFloats / 2;
   const dim3 grid(64), threads(256);
   apps::Launch<Fill>(grid, threads, nullptr, kFloats, uint64_t{7}, z);
+  apps::Launch<Fill>(grid, threads, nullptr, kFloats, uint64_t{9}, u);
   std::printf("block 0x%" PRIx64 "\n", static_cast<uint64_t>(reinterpret_cast<uintptr_t>(block)));
   std::vector<float> host(kRead);
   for (int it = 0; it < iters; ++it) {
@@ -164,6 +181,7 @@ int main(int argc, char** argv) {
     apps::Launch<Indices>(grid, threads, nullptr, kHalf, static_cast<uint64_t>(it) + 50, ix + kHalf);
     apps::Launch<Lookup>(grid, threads, nullptr, 2 * kHalf, static_cast<const float*>(x),
                          static_cast<const int32_t*>(ix), g);
+    apps::Launch<UpdateWrite>(grid, threads, nullptr, kFloats, u, a);
     if (cudaGetLastError() != cudaSuccess) return Fail("a launch");
     if (cudaMemcpy(host.data(), s, kRead * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) return Fail("copy");
     double sum = 0;
@@ -173,7 +191,12 @@ int main(int argc, char** argv) {
     }
     double looked_up = 0;
     for (float f : host) looked_up += f;
-    std::printf("iter %d sum %.1f lookup %.1f\n", it, sum, looked_up);
+    if (cudaMemcpy(host.data(), a, kRead * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return Fail("copy");
+    }
+    double updated = 0;
+    for (float f : host) updated += f;
+    std::printf("iter %d sum %.1f lookup %.1f updated %.1f\n", it, sum, looked_up, updated);
   }
   return cudaFree(block) == cudaSuccess ? 0 : Fail("cudaFree");
 }
