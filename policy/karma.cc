@@ -178,10 +178,10 @@ uint64_t SavedBytes(const PlanningModel& m) {
   return total;
 }
 
-std::vector<uint32_t> BlockCuts(const PlanningModel& m) {
+std::vector<uint32_t> BlockCuts(const PlanningModel& m, bool whole_buffers) {
   std::vector<uint32_t> cuts;
   for (uint32_t op = 0; op < m.forward_end; ++op) {
-    if (op == 0 || m.clean_cut[op]) cuts.push_back(op);
+    if (op == 0 || (whole_buffers ? m.buffer_cut[op] : m.clean_cut[op])) cuts.push_back(op);
   }
   return cuts;
 }
@@ -227,7 +227,7 @@ BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, siz
 
 std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& options) {
   const SimInput& in = *m.in;
-  const std::vector<uint32_t> cuts = BlockCuts(m);
+  const std::vector<uint32_t> cuts = BlockCuts(m, options.whole_buffers);
   std::vector<uint64_t> saved_at(m.forward_end + 1, 0);  // saved bytes by last forward writer
   for (size_t x = 0; x < in.it->buffers.size(); ++x) {
     if (!m.saved[x]) continue;
@@ -407,27 +407,39 @@ Result<Plan> PlanKarma(const SimInput& in) {
   // Problem 1 is solved under two assumptions about problem 2 at layer granularity (none, or the one the plan
   // uses), which changes how many blocks must leave; identical decisions are simulated once.
   const std::span<const KarmaPlanOptions> layer_options = KarmaLayerOptions();
-  std::set<std::pair<std::vector<uint8_t>, size_t>> tried;
-  std::map<std::tuple<uint32_t, double, bool>, std::vector<Block>> blockings;  // (blocks, assumed options)
+  // Blocks start at value cuts, or only where whole buffers allow (the coarser blocks of memory a caching
+  // allocator reuses within the forward pass, whose recomputes do not write over the next block's memory).
+  std::set<std::pair<std::vector<uint32_t>, size_t>> tried;
+  std::map<std::tuple<uint32_t, double, bool, bool>, std::vector<Block>> blockings;  // (blocks, assumed options)
   for (size_t li = 0; li < layer_options.size(); ++li) {
     const KarmaPlanOptions& lo = layer_options[li];
     for (uint32_t nblocks : KarmaBlockCounts()) {
       const uint64_t target = total_saved / nblocks;
-      for (const KarmaPlanOptions& assumed : {KarmaPlanOptions{}, lo}) {
-        const auto key = std::make_tuple(nblocks, assumed.cheap_recompute_ratio, assumed.cheap_in_kept_blocks);
-        auto found = blockings.find(key);
-        if (found == blockings.end()) found = blockings.emplace(key, SolveBlocking(m, {target, 0, assumed})).first;
-        const std::vector<Block>& base = found->second;
-        for (double ratio : {0.0, 0.5, 1.0, 2.0, 8.0}) {
-          std::vector<Block> blocks = base;
-          SelectRecompute(m, blocks, {ratio});
-          std::vector<uint8_t> modes;
-          for (const Block& blk : blocks) modes.push_back(static_cast<uint8_t>(blk.mode));
-          modes.push_back(static_cast<uint8_t>(nblocks));
-          if (!tried.insert({modes, li}).second) continue;
-          consider(BuildKarmaPlan(m, blocks, lo),
-                   fmt::format("{} blocks of ~{}, recompute below {}x swap-in{}", blocks.size(), FormatBytes(target),
-                               ratio, DescribeLayerOptions(lo)));
+      for (const bool whole : {false, true}) {
+        for (const KarmaPlanOptions& assumed : {KarmaPlanOptions{}, lo}) {
+          const auto key =
+              std::make_tuple(nblocks, assumed.cheap_recompute_ratio, assumed.cheap_in_kept_blocks, whole);
+          auto found = blockings.find(key);
+          if (found == blockings.end()) {
+            found = blockings.emplace(key, SolveBlocking(m, {target, 0, assumed, whole})).first;
+          }
+          const std::vector<Block>& base = found->second;
+          for (double ratio : {0.0, 0.5, 1.0, 2.0, 8.0}) {
+            std::vector<Block> blocks = base;
+            SelectRecompute(m, blocks, {ratio});
+            // Blockings from either kind of cut may share their modes: the starts tell them apart.
+            std::vector<uint32_t> modes;
+            for (const Block& blk : blocks) {
+              modes.push_back(static_cast<uint32_t>(blk.mode));
+              modes.push_back(blk.first_op);
+            }
+            modes.push_back(nblocks);
+            if (!tried.insert({modes, li}).second) continue;
+            consider(BuildKarmaPlan(m, blocks, lo),
+                     fmt::format("{} blocks of ~{}{}, recompute below {}x swap-in{}", blocks.size(),
+                                 FormatBytes(target), whole ? " (whole-buffer cuts)" : "", ratio,
+                                 DescribeLayerOptions(lo)));
+          }
         }
       }
     }

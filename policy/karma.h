@@ -25,8 +25,9 @@ struct BlockFacts {
   double swap_in_s = 0;            // saved_bytes over the host-to-device link
 };
 
-// The cut points (ops where a block may start: clean cuts at layer starts) in order, op 0 first.
-std::vector<uint32_t> BlockCuts(const PlanningModel& m);
+// The cut points (ops where a block may start: clean cuts at layer starts, or with `whole_buffers` buffer cuts)
+// in order, op 0 first.
+std::vector<uint32_t> BlockCuts(const PlanningModel& m, bool whole_buffers = false);
 // Blocks over the whole forward pass, starting at the given cut ops (ascending, starting with 0), all kKeep.
 std::vector<Block> BlocksFromCuts(const PlanningModel& m, const std::vector<uint32_t>& starts);
 BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, size_t index);
@@ -54,6 +55,7 @@ struct BlockingOptions {
   uint64_t target_block_bytes = 0;
   uint32_t extra_evicted = 0;  // evict this many blocks beyond the first that fit (trades transfer for room)
   KarmaPlanOptions plan;       // the layer-granularity recompute the capacity test assumes
+  bool whole_buffers = false;  // blocks start only where no buffer is written on both sides (buffer_cut)
 };
 std::vector<Block> SolveBlocking(const PlanningModel& m, const BlockingOptions& options);
 

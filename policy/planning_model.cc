@@ -131,6 +131,18 @@ uint32_t ValueBefore(const PlanningModel& m, trace::BufferId b, uint32_t before)
   return it == w.begin() ? kInitialValue : *(it - 1);
 }
 
+// Whether the value `b` holds right before op `before` is read again: by an op at or after it, before a write that
+// does not read it gives the buffer a new value, or (carried over) by the next iteration.
+bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t before) {
+  for (uint32_t u : acc.uses[b]) {
+    if (u < before) continue;
+    const OpAccess& a = acc.ops[u];
+    if (std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) return true;
+    if (std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end()) return false;
+  }
+  return acc.persistent[b] && !acc.dead_at_wrap[b];
+}
+
 }  // namespace
 
 PlanningModel BuildPlanningModel(const SimInput& in) {
@@ -181,22 +193,41 @@ PlanningModel BuildPlanningModel(const SimInput& in) {
     m.saved[b] = !acc.persistent[b] && m.last_forward_use[b] != trace::kNone && m.first_later_use[b] != trace::kNone;
   }
 
-  // A cut inside a buffer's forward write span would leave a recompute reading a value that changes later.
-  std::vector<int> covered(nops + 1, 0);
+  // A cut inside a value's forward write span (from the write that creates it to the last that updates it) would
+  // leave a recompute reading a value that changes later; `buffer_cut` takes a buffer's whole forward write span.
+  // ResolveRecompute refuses to rebuild an old value over a newer one that is still read.
+  std::vector<int> value_span(nops + 1, 0), buffer_span(nops + 1, 0);
+  auto cover = [](std::vector<int>& covered, uint32_t first, uint32_t last) {
+    if (first == last) return;
+    covered[first + 1]++;
+    covered[last + 1]--;
+  };
   for (size_t b = 0; b < nbuf; ++b) {
-    std::vector<uint32_t> fw;
+    uint32_t first = trace::kNone, last = trace::kNone, value = trace::kNone;
     for (uint32_t w : m.writers[b]) {
-      if (w < m.forward_end) fw.push_back(w);
+      if (w >= m.forward_end) break;
+      const auto& reads = acc.ops[w].reads;
+      const bool updates = std::find(reads.begin(), reads.end(), static_cast<trace::BufferId>(b)) != reads.end();
+      if (first == trace::kNone) first = value = w;
+      if (!updates && value != w) {
+        cover(value_span, value, last);
+        value = w;
+      }
+      last = w;
     }
-    if (fw.size() < 2) continue;
-    covered[fw.front() + 1]++;
-    covered[fw.back() + 1]--;
+    if (first == trace::kNone) continue;
+    cover(value_span, value, last);
+    cover(buffer_span, first, last);
   }
   m.clean_cut.assign(nops, false);
-  int depth = 0;
+  m.buffer_cut.assign(nops, false);
+  int in_value = 0, in_buffer = 0;
   for (uint32_t i = 0; i < m.forward_end; ++i) {
-    depth += covered[i];
-    m.clean_cut[i] = depth == 0 && m.layers[m.layer_of_op[i]].first == i;
+    in_value += value_span[i];
+    in_buffer += buffer_span[i];
+    const bool layer_start = m.layers[m.layer_of_op[i]].first == i;
+    m.clean_cut[i] = in_value == 0 && layer_start;
+    m.buffer_cut[i] = in_buffer == 0 && layer_start;
   }
   return m;
 }
@@ -242,10 +273,12 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
     }
   }
   std::sort(ops.begin(), ops.end());
-  // Re-running an op rewrites all its outputs: a resident one must come out with the value it holds.
+  // Re-running an op rewrites all its outputs: a resident one must come out with the value it holds, and so must
+  // one held off the device whose value is read again (memory a caching allocator keeps and has given to a later
+  // tensor by then; what the application has freed is rebuilt into scratch instead).
   for (size_t i = 0; i < ops.size(); ++i) {
     for (trace::BufferId w : acc.ops[ops[i]].writes) {
-      if (!available[w]) continue;
+      if (!available[w] && (acc.FreedBy(w, before) || !ValueReadFrom(acc, w, before))) continue;
       uint32_t last = ops[i];
       for (size_t j = i + 1; j < ops.size(); ++j) {
         const auto& ws = acc.ops[ops[j]].writes;

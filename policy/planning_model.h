@@ -25,9 +25,14 @@ struct PlanningModel {
   std::vector<Layer> layers;            // every phase, in op order
   std::vector<uint32_t> layer_of_op;
   uint32_t forward_end = 0;             // one past the last forward op
-  // Per forward op: a block may start here. No buffer is written both before and at-or-after it in the
-  // forward pass, so every value that crosses the cut is final (a recompute from it is exact).
+  // Per forward op: a block may start here. No value is written both before and at-or-after it in the forward
+  // pass, so every value that crosses the cut is final (a recompute from it is exact). A write that does not
+  // read its buffer starts a new value there.
   std::vector<bool> clean_cut;
+  // The same with every buffer taken as one value: no buffer is written on both sides. Memory a caching allocator
+  // hands from one tensor to the next holds several values in one forward pass; cuts between them are clean,
+  // but a block that ends there is rebuilt over the next one's memory, which may hold a value still needed.
+  std::vector<bool> buffer_cut;
   // Per buffer: non-persistent, used in the forward pass and again after it (what out-of-core methods evict).
   std::vector<bool> saved;
   std::vector<uint32_t> last_forward_use;  // per buffer, kNone when unused in forward

@@ -50,6 +50,6 @@ struct Candidate {
 };
 // Simulates `plan` and keeps it in `best` when better (or `best` is empty); returns whether it did.
 bool KeepFaster(Candidate& best, Plan plan, const SimInput& in);
-bool Better(const SimResult& a, const SimResult& b);  // feasible first, then faster
+bool Better(const SimResult& a, const SimResult& b);  // feasible first, then faster, then fewer bytes moved
 
 }  // namespace karma::policy

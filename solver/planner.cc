@@ -136,104 +136,113 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
   size_t best_li = 0;
   std::set<std::vector<uint64_t>> tried;  // (option, blocks with modes) already built and simulated
   const std::span<const policy::KarmaPlanOptions> layer_options = policy::KarmaLayerOptions();
-  const int planned = static_cast<int>(2 * layer_options.size() * policy::KarmaBlockCounts().size());
-  for (size_t li = 0; li < layer_options.size(); ++li) {
+  // Each (option, block count) with layers from the value cuts and, where they differ (memory a caching
+  // allocator reuses within the forward pass), from the buffer cuts only (policy::BlockingOptions::whole_buffers),
+  // one after the other, so that a time limit leaves out as many of either. Two problems per setting.
+  const std::span<const uint32_t> counts = policy::KarmaBlockCounts();
+  const size_t kinds = policy::BlockCuts(m, true) == policy::BlockCuts(m) ? 1 : 2;
+  const int settings = static_cast<int>(kinds * layer_options.size() * counts.size());
+  const int planned = 2 * settings;
+  for (size_t setting = 0; setting < static_cast<size_t>(settings); ++setting) {
+    const bool whole = setting % kinds == 1;
+    const size_t li = setting / kinds / counts.size();
+    const uint32_t nblocks = counts[setting / kinds % counts.size()];
     const policy::KarmaPlanOptions& lo = layer_options[li];
-    for (uint32_t nblocks : policy::KarmaBlockCounts()) {
-      const std::string what = fmt::format("{} blocks{}", nblocks, policy::DescribeLayerOptions(lo));
-      if (Clock::now() >= deadline || Cancelled(options.cancel)) {
-        ++skipped;
-        continue;
-      }
-      const uint64_t target = total_saved / nblocks;
-      // Problem 1, warm-started from the heuristic's blocking for the same target and option.
-      const std::vector<Block> warm = policy::SolveBlocking(m, {target, 0, lo});
-      std::vector<uint32_t> warm_starts;
-      for (const Block& b : warm) warm_starts.push_back(b.first_op);
-      const BlockingData data = MeasureBlocking(m, CandidateLayers(m, options.max_layers, warm_starts), warm, lo);
-      uint64_t cap = 2 * target;
-      for (const Block& b : warm) {
-        uint64_t bytes = 0;
-        for (const CandidateLayer& l : data.layers) {
-          if (l.first_op >= b.first_op && l.last_op <= b.last_op) bytes += l.saved_bytes;
-        }
-        cap = std::max(cap, bytes);
-      }
-      Result<BlockingModel> p1 = BuildBlockingModel(data, cap);
-      if (!p1.ok()) {
-        r.failures.push_back(fmt::format("problem 1 ({}): {}", what, p1.status().message()));
-        r.failed++;
-        continue;
-      }
-      const size_t n = data.layers.size();
-      std::vector<bool> warm_start(n, false), warm_evicted(n, false);
-      for (size_t l = 0, b = 0; l < n; ++l) {
-        while (b + 1 < warm.size() && warm[b + 1].first_op <= data.layers[l].first_op) ++b;
-        warm_start[l] = warm[b].first_op == data.layers[l].first_op;
-        warm_evicted[l] = warm[b].mode != BlockMode::kKeep;
-      }
-      // Memory checkpoints as rows only where they bind: solve, add the ones the solution violates, again.
-      Status rows = AddCheckpoints(data, *p1, InitialCheckpoints(data, warm_evicted, kInitialCheckpoints));
-      MipSolution s1;
-      for (int round = 0; rows.ok() && round < kCheckpointRounds; ++round) {
-        if (options.warm_start) p1->mip.SetWarmStart(BlockingValues(data, *p1, warm_start, warm_evicted));
-        s1 = Run(p1->mip, options, deadline, std::max(1, planned - r.solves), r);
-        if (!s1.has_solution()) break;
-        const std::vector<size_t> more = ViolatedCheckpoints(data, *p1, s1.x, kAddedCheckpoints);
-        if (more.empty()) break;
-        rows = AddCheckpoints(data, *p1, more);
-      }
-      if (!rows.ok()) {
-        r.failures.push_back(fmt::format("problem 1 ({}): {}", what, rows.message()));
-        r.failed++;
-        continue;
-      }
-      if (!s1.has_solution()) {
-        r.failures.push_back(fmt::format("problem 1 ({}): {}", what, Describe(s1)));
-        continue;
-      }
-      std::vector<bool> starts(n, false), evicted(n, false);
-      for (size_t l = 0; l < n; ++l) {
-        starts[l] = l == 0 || s1.x[static_cast<size_t>(p1->start[l])] > 0.5;
-        evicted[l] = s1.x[static_cast<size_t>(p1->evicted[l])] > 0.5;
-      }
-      std::vector<Block> blocks = BlocksOfLayers(m, data.layers, starts, evicted);
-
-      // Problem 2 on those blocks, warm-started from the paper's rule (recompute what costs less than its swap).
-      const RecomputeData rdata = MeasureRecompute(m, blocks);
-      Result<RecomputeModel> p2 = BuildRecomputeModel(rdata);
-      if (!p2.ok()) {
-        r.failures.push_back(fmt::format("problem 2 ({}): {}", what, p2.status().message()));
-        r.failed++;
-        continue;
-      }
-      if (options.warm_start) {
-        std::vector<Block> rule = blocks;
-        policy::SelectRecompute(m, rule, {1.0});
-        std::vector<bool> on;
-        for (size_t i : rdata.evicted) on.push_back(rule[i].mode == BlockMode::kRecompute);
-        p2->mip.SetWarmStart(RecomputeValues(rdata, *p2, on));
-      }
-      const MipSolution s2 = Run(p2->mip, options, deadline, std::max(1, planned - r.solves), r);
-      if (!s2.has_solution()) {
-        r.failures.push_back(fmt::format("problem 2 ({}): {}", what, Describe(s2)));
-        continue;
-      }
-      std::vector<Block> swapped = blocks;
-      for (size_t i = 0; i < rdata.evicted.size(); ++i) {
-        const int col = p2->recompute[i];
-        if (col >= 0 && s2.x[static_cast<size_t>(col)] > 0.5) blocks[rdata.evicted[i]].mode = BlockMode::kRecompute;
-      }
-      // The plan of the solution; when its recomputes cannot fit (a rebuild beside a large backward op), the
-      // plan of problem 1's blocks with every evicted block swapped.
-      Status built = Consider(m, blocks, li, s1, s2, tried, best, best_li);
-      if (!built.ok() && swapped != blocks) built = Consider(m, swapped, li, s1, s2, tried, best, best_li);
-      if (!built.ok()) r.failures.push_back(fmt::format("plan of the ILP solution ({}): {}", what, built.message()));
+    const std::string what =
+        fmt::format("{} blocks{}{}", nblocks, whole ? " (whole-buffer cuts)" : "", policy::DescribeLayerOptions(lo));
+    if (Clock::now() >= deadline || Cancelled(options.cancel)) {
+      ++skipped;
+      continue;
     }
+    const uint64_t target = total_saved / nblocks;
+    // Problem 1, warm-started from the heuristic's blocking for the same target and option.
+    const std::vector<Block> warm = policy::SolveBlocking(m, {target, 0, lo, whole});
+    std::vector<uint32_t> warm_starts;
+    for (const Block& b : warm) warm_starts.push_back(b.first_op);
+    const BlockingData data =
+        MeasureBlocking(m, CandidateLayers(m, options.max_layers, warm_starts, whole), warm, lo);
+    uint64_t cap = 2 * target;
+    for (const Block& b : warm) {
+      uint64_t bytes = 0;
+      for (const CandidateLayer& l : data.layers) {
+        if (l.first_op >= b.first_op && l.last_op <= b.last_op) bytes += l.saved_bytes;
+      }
+      cap = std::max(cap, bytes);
+    }
+    Result<BlockingModel> p1 = BuildBlockingModel(data, cap);
+    if (!p1.ok()) {
+      r.failures.push_back(fmt::format("problem 1 ({}): {}", what, p1.status().message()));
+      r.failed++;
+      continue;
+    }
+    const size_t n = data.layers.size();
+    std::vector<bool> warm_start(n, false), warm_evicted(n, false);
+    for (size_t l = 0, b = 0; l < n; ++l) {
+      while (b + 1 < warm.size() && warm[b + 1].first_op <= data.layers[l].first_op) ++b;
+      warm_start[l] = warm[b].first_op == data.layers[l].first_op;
+      warm_evicted[l] = warm[b].mode != BlockMode::kKeep;
+    }
+    // Memory checkpoints as rows only where they bind: solve, add the ones the solution violates, again.
+    Status rows = AddCheckpoints(data, *p1, InitialCheckpoints(data, warm_evicted, kInitialCheckpoints));
+    MipSolution s1;
+    for (int round = 0; rows.ok() && round < kCheckpointRounds; ++round) {
+      if (options.warm_start) p1->mip.SetWarmStart(BlockingValues(data, *p1, warm_start, warm_evicted));
+      s1 = Run(p1->mip, options, deadline, std::max(1, planned - r.solves), r);
+      if (!s1.has_solution()) break;
+      const std::vector<size_t> more = ViolatedCheckpoints(data, *p1, s1.x, kAddedCheckpoints);
+      if (more.empty()) break;
+      rows = AddCheckpoints(data, *p1, more);
+    }
+    if (!rows.ok()) {
+      r.failures.push_back(fmt::format("problem 1 ({}): {}", what, rows.message()));
+      r.failed++;
+      continue;
+    }
+    if (!s1.has_solution()) {
+      r.failures.push_back(fmt::format("problem 1 ({}): {}", what, Describe(s1)));
+      continue;
+    }
+    std::vector<bool> starts(n, false), evicted(n, false);
+    for (size_t l = 0; l < n; ++l) {
+      starts[l] = l == 0 || s1.x[static_cast<size_t>(p1->start[l])] > 0.5;
+      evicted[l] = s1.x[static_cast<size_t>(p1->evicted[l])] > 0.5;
+    }
+    std::vector<Block> blocks = BlocksOfLayers(m, data.layers, starts, evicted);
+
+    // Problem 2 on those blocks, warm-started from the paper's rule (recompute what costs less than its swap).
+    const RecomputeData rdata = MeasureRecompute(m, blocks);
+    Result<RecomputeModel> p2 = BuildRecomputeModel(rdata);
+    if (!p2.ok()) {
+      r.failures.push_back(fmt::format("problem 2 ({}): {}", what, p2.status().message()));
+      r.failed++;
+      continue;
+    }
+    if (options.warm_start) {
+      std::vector<Block> rule = blocks;
+      policy::SelectRecompute(m, rule, {1.0});
+      std::vector<bool> on;
+      for (size_t i : rdata.evicted) on.push_back(rule[i].mode == BlockMode::kRecompute);
+      p2->mip.SetWarmStart(RecomputeValues(rdata, *p2, on));
+    }
+    const MipSolution s2 = Run(p2->mip, options, deadline, std::max(1, planned - r.solves), r);
+    if (!s2.has_solution()) {
+      r.failures.push_back(fmt::format("problem 2 ({}): {}", what, Describe(s2)));
+      continue;
+    }
+    std::vector<Block> swapped = blocks;
+    for (size_t i = 0; i < rdata.evicted.size(); ++i) {
+      const int col = p2->recompute[i];
+      if (col >= 0 && s2.x[static_cast<size_t>(col)] > 0.5) blocks[rdata.evicted[i]].mode = BlockMode::kRecompute;
+    }
+    // The plan of the solution; when its recomputes cannot fit (a rebuild beside a large backward op), the
+    // plan of problem 1's blocks with every evicted block swapped.
+    Status built = Consider(m, blocks, li, s1, s2, tried, best, best_li);
+    if (!built.ok() && swapped != blocks) built = Consider(m, swapped, li, s1, s2, tried, best, best_li);
+    if (!built.ok()) r.failures.push_back(fmt::format("plan of the ILP solution ({}): {}", what, built.message()));
   }
   if (skipped > 0) {
     r.failures.push_back(fmt::format("the time limit ({} s) left {} of {} settings untried", options.time_limit_s,
-                                     skipped, planned / 2));
+                                     skipped, settings));
   }
   if (!best.plan.strategy.empty() && best.sim.feasible) {
     // Local search around the best plan with the time left; its result is taken only when clearly faster, since

@@ -53,7 +53,7 @@ double LeastStall(const std::vector<double>& rows) {
 }  // namespace
 
 std::vector<CandidateLayer> CandidateLayers(const policy::PlanningModel& m, size_t max_layers,
-                                            const std::vector<uint32_t>& required_starts) {
+                                            const std::vector<uint32_t>& required_starts, bool whole_buffers) {
   const policy::SimInput& in = *m.in;
   std::vector<uint64_t> saved_at(m.forward_end, 0);
   uint64_t total = 0;
@@ -66,7 +66,7 @@ std::vector<CandidateLayer> CandidateLayers(const policy::PlanningModel& m, size
   const uint64_t step = std::max<uint64_t>(1, total / std::max<size_t>(max_layers, 1));
   std::vector<uint32_t> required = required_starts;
   std::sort(required.begin(), required.end());
-  const std::vector<uint32_t> cuts = policy::BlockCuts(m);
+  const std::vector<uint32_t> cuts = policy::BlockCuts(m, whole_buffers);
   std::vector<CandidateLayer> layers;
   uint64_t acc = 0;
   for (size_t i = 0; i < cuts.size(); ++i) {

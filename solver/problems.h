@@ -23,8 +23,9 @@ struct CandidateLayer {
 // Coarsening, so that the models stay small whatever the graph: the clean cuts are merged into runs holding
 // about SavedBytes / max_layers of saved data each (a new layer where the saved memory has grown by that much),
 // and every op of `required_starts` (a heuristic blocking to warm-start from) starts a layer.
+// With `whole_buffers`, from the buffer cuts only (policy::BlockCuts).
 std::vector<CandidateLayer> CandidateLayers(const policy::PlanningModel& m, size_t max_layers,
-                                            const std::vector<uint32_t>& required_starts);
+                                            const std::vector<uint32_t>& required_starts, bool whole_buffers = false);
 
 // Blocks from candidate layers: `starts[l]` says layer l begins a block (layer 0 always does); a block is
 // evicted (kSwap) when `evicted[l]` holds for its first layer.

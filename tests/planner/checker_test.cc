@@ -163,6 +163,72 @@ TEST(Checker, ARecomputeChainRebuildsAnInputTheApplicationFreed) {
   EXPECT_FALSE(ResolveRecompute(m, {c.z}, 3, on_device).ok());  // from op 3 on, x is gone
 }
 
+// Memory a caching allocator hands from one tensor to the next within the forward pass: a holds a1 = f(x) (op 1,
+// read by op 2), then a2 = h(y) (op 3, updated in place by op 4), which the backward pass reads (op 6). Every op
+// runs 10 us, long enough to be a layer of its own.
+struct ReusedMemory {
+  trace::Iteration it;
+  trace::BufferId x, a, y;
+  explicit ReusedMemory(bool a2_read_late = true) {
+    x = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    a = testing::AddBuffer(it, 100, BufferKind::kOther);
+    y = testing::AddBuffer(it, 100, BufferKind::kActivation);
+    AddTimedOp(it, Phase::kForward, {}, {x}, 10000);         // 0
+    AddTimedOp(it, Phase::kForward, {x}, {a}, 10000);        // 1: a1
+    AddTimedOp(it, Phase::kForward, {a}, {y}, 10000);        // 2
+    AddTimedOp(it, Phase::kForward, {y}, {a}, 10000);        // 3: a2
+    AddTimedOp(it, Phase::kForward, {a}, {a}, 10000);        // 4: a2 updated
+    AddTimedOp(it, Phase::kBackward, {y}, {}, 10000);        // 5
+    AddTimedOp(it, Phase::kBackward, a2_read_late ? std::vector<trace::BufferId>{a} : std::vector<trace::BufferId>{},
+               {}, 10000);                                   // 6
+  }
+};
+
+// A block may start between two values of one buffer (value cuts), not inside one; buffer cuts take the buffer's
+// whole forward write span.
+TEST(PlanningModel, CutsBetweenTheValuesOfReusedMemory) {
+  ReusedMemory c;
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  const PlanningModel m = BuildPlanningModel(in);
+  ASSERT_EQ(m.forward_end, 5u);
+  EXPECT_EQ(m.clean_cut, (std::vector<bool>{true, true, true, true, false, false, false}));
+  EXPECT_EQ(m.buffer_cut, (std::vector<bool>{true, true, false, false, false, false, false}));
+}
+
+// Rebuilding y re-runs op 1, which writes a1 over a. Where a is off the device then but its value a2 is read
+// later, that would destroy a2 (managed memory keeps one copy): refused. Where a2 is not read again, or the
+// application has freed a (the runtime rebuilds into scratch), it is not.
+TEST(Checker, ARecomputeDoesNotWriteAnOldValueOverOneReadLater) {
+  for (const bool late : {true, false}) {
+    ReusedMemory c(late);
+    const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+    const PlanningModel m = BuildPlanningModel(in);
+    std::vector<bool> available(c.it.buffers.size(), true);
+    available[c.a] = false;
+    available[c.y] = false;
+    auto ops = ResolveRecompute(m, {c.y}, 5, available);
+    if (late) {
+      ASSERT_FALSE(ops.ok());
+      EXPECT_NE(ops.status().message().find("holds a later value"), std::string::npos) << ops.status().message();
+    } else {
+      ASSERT_TRUE(ops.ok()) << ops.status().message();
+      EXPECT_EQ(*ops, (std::vector<trace::OpId>{1, 2}));
+    }
+  }
+  ReusedMemory c;
+  trace::Event free;
+  free.kind = trace::EventKind::kFreeRequested;
+  free.before_op = 5;
+  free.buffer = c.a;
+  c.it.events.push_back(free);
+  c.it.ops[6].reads.clear();  // a freed memory is not read
+  const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);
+  const PlanningModel m = BuildPlanningModel(in);
+  std::vector<bool> available(c.it.buffers.size(), false);
+  available[c.x] = true;
+  EXPECT_TRUE(ResolveRecompute(m, {c.y}, 5, available).ok());
+}
+
 TEST(Checker, RefusesAnInfeasibleOrEmptySimulation) {
   SkipCase c;
   const SimInput in = MakeSimInput(c.it, testing::NanosecondProfile(), 1000);

@@ -165,5 +165,23 @@ TEST(Karma, PolishStopsAtAPlanNoModeChangeBetters) {
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
+// Feasible first, then faster; between plans equally fast in simulation, the one that moves fewer bytes.
+TEST(Better, PrefersFeasibleThenFasterThenFewerBytesMoved) {
+  SimResult a, b;
+  a.feasible = b.feasible = true;
+  a.iteration_s = b.iteration_s = 0.010;
+  a.swap_in_bytes = a.swap_out_bytes = 100;
+  b.swap_in_bytes = b.swap_out_bytes = 120;
+  EXPECT_TRUE(Better(a, b));
+  EXPECT_FALSE(Better(b, a));
+  EXPECT_FALSE(Better(a, a));
+  b.iteration_s = 0.009;
+  EXPECT_TRUE(Better(b, a));
+  EXPECT_FALSE(Better(a, b));
+  b.feasible = false;
+  EXPECT_TRUE(Better(a, b));
+  EXPECT_FALSE(Better(b, a));
+}
+
 }  // namespace
 }  // namespace karma::policy
