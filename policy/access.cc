@@ -16,6 +16,16 @@ void AddUnique(std::vector<trace::BufferId>& v, trace::BufferId b) {
 
 bool IsForward(const trace::Op& op) { return op.phase == trace::Phase::kForward; }
 
+bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t op) {
+  for (uint32_t u : acc.uses[b]) {
+    if (u < op) continue;
+    const OpAccess& a = acc.ops[u];
+    if (std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) return true;
+    if (std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end()) return false;
+  }
+  return acc.persistent[b] && !acc.dead_at_wrap[b];
+}
+
 AccessModel BuildAccessModel(const trace::Iteration& it) {
   AccessModel m;
   const size_t nb = it.buffers.size(), no = it.ops.size();

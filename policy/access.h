@@ -42,6 +42,10 @@ struct AccessModel {
 // no data: it reads it. A touch may read and write. In-place ops list the buffer in both sets.
 AccessModel BuildAccessModel(const trace::Iteration& it);
 
+// Whether the value buffer `b` holds right before op `op` is read again: by an op at or after it, before a write
+// that does not read it gives the buffer a new value, or (carried over) by the next iteration.
+bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t op);
+
 // Recompute re-runs forward ops only.
 bool IsForward(const trace::Op& op);
 

@@ -186,6 +186,11 @@ std::vector<uint32_t> BlockCuts(const PlanningModel& m, bool whole_buffers) {
   return cuts;
 }
 
+std::vector<bool> CutKinds(const PlanningModel& m) {
+  if (BlockCuts(m, true) == BlockCuts(m)) return {false};
+  return {false, true};
+}
+
 std::vector<Block> BlocksFromCuts(const PlanningModel& m, const std::vector<uint32_t>& starts) {
   std::vector<Block> blocks;
   for (size_t i = 0; i < starts.size(); ++i) {
@@ -411,11 +416,12 @@ Result<Plan> PlanKarma(const SimInput& in) {
   // allocator reuses within the forward pass, whose recomputes do not write over the next block's memory).
   std::set<std::pair<std::vector<uint32_t>, size_t>> tried;
   std::map<std::tuple<uint32_t, double, bool, bool>, std::vector<Block>> blockings;  // (blocks, assumed options)
+  const std::vector<bool> kinds = CutKinds(m);
   for (size_t li = 0; li < layer_options.size(); ++li) {
     const KarmaPlanOptions& lo = layer_options[li];
     for (uint32_t nblocks : KarmaBlockCounts()) {
       const uint64_t target = total_saved / nblocks;
-      for (const bool whole : {false, true}) {
+      for (const bool whole : kinds) {
         for (const KarmaPlanOptions& assumed : {KarmaPlanOptions{}, lo}) {
           const auto key =
               std::make_tuple(nblocks, assumed.cheap_recompute_ratio, assumed.cheap_in_kept_blocks, whole);

@@ -28,6 +28,9 @@ struct BlockFacts {
 // The cut points (ops where a block may start: clean cuts at layer starts, or with `whole_buffers` buffer cuts)
 // in order, op 0 first.
 std::vector<uint32_t> BlockCuts(const PlanningModel& m, bool whole_buffers = false);
+// The kinds of cut worth a blocking each: {false} where the buffer cuts are the clean cuts (no memory reused within
+// the forward pass), else {false, true} (BlockingOptions::whole_buffers).
+std::vector<bool> CutKinds(const PlanningModel& m);
 // Blocks over the whole forward pass, starting at the given cut ops (ascending, starting with 0), all kKeep.
 std::vector<Block> BlocksFromCuts(const PlanningModel& m, const std::vector<uint32_t>& starts);
 BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, size_t index);

@@ -131,18 +131,6 @@ uint32_t ValueBefore(const PlanningModel& m, trace::BufferId b, uint32_t before)
   return it == w.begin() ? kInitialValue : *(it - 1);
 }
 
-// Whether the value `b` holds right before op `before` is read again: by an op at or after it, before a write that
-// does not read it gives the buffer a new value, or (carried over) by the next iteration.
-bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t before) {
-  for (uint32_t u : acc.uses[b]) {
-    if (u < before) continue;
-    const OpAccess& a = acc.ops[u];
-    if (std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) return true;
-    if (std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end()) return false;
-  }
-  return acc.persistent[b] && !acc.dead_at_wrap[b];
-}
-
 }  // namespace
 
 PlanningModel BuildPlanningModel(const SimInput& in) {

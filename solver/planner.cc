@@ -140,13 +140,13 @@ Result<policy::Plan> PlanKarma(const policy::SimInput& in, const SolverOptions& 
   // allocator reuses within the forward pass), from the buffer cuts only (policy::BlockingOptions::whole_buffers),
   // one after the other, so that a time limit leaves out as many of either. Two problems per setting.
   const std::span<const uint32_t> counts = policy::KarmaBlockCounts();
-  const size_t kinds = policy::BlockCuts(m, true) == policy::BlockCuts(m) ? 1 : 2;
-  const int settings = static_cast<int>(kinds * layer_options.size() * counts.size());
+  const std::vector<bool> kinds = policy::CutKinds(m);
+  const int settings = static_cast<int>(kinds.size() * layer_options.size() * counts.size());
   const int planned = 2 * settings;
   for (size_t setting = 0; setting < static_cast<size_t>(settings); ++setting) {
-    const bool whole = setting % kinds == 1;
-    const size_t li = setting / kinds / counts.size();
-    const uint32_t nblocks = counts[setting / kinds % counts.size()];
+    const bool whole = kinds[setting % kinds.size()];
+    const size_t li = setting / kinds.size() / counts.size();
+    const uint32_t nblocks = counts[setting / kinds.size() % counts.size()];
     const policy::KarmaPlanOptions& lo = layer_options[li];
     const std::string what =
         fmt::format("{} blocks{}{}", nblocks, whole ? " (whole-buffer cuts)" : "", policy::DescribeLayerOptions(lo));

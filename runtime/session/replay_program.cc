@@ -26,15 +26,6 @@ void AddUnique(std::vector<trace::BufferId>& v, trace::BufferId b) {
   if (!Contains(v, b)) v.push_back(b);
 }
 
-// Whether the value `b` holds after op `after` is read again (this iteration or, for carried-over data, the next).
-bool ValueNeeded(const policy::AccessModel& acc, trace::BufferId b, int32_t after) {
-  for (size_t k = static_cast<size_t>(after + 1); k < acc.ops.size(); ++k) {
-    if (Contains(acc.ops[k].reads, b)) return true;
-    if (Contains(acc.ops[k].writes, b)) return false;
-  }
-  return acc.persistent[b] && !acc.dead_at_wrap[b];
-}
-
 // Whether an op after `after`, or another recompute's op, reads `b` before recompute `rebuild` runs.
 bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace::BufferId b, int32_t after,
                 uint32_t rebuild) {
@@ -209,7 +200,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           at.push_back({ReplayProgram::Move::kDiscard, act.buffer, a, rebuild});
           AddUnique(prog->recomputes[rebuild].targets, act.buffer);
           discards++;
-        } else if (const bool needed = ValueNeeded(acc, act.buffer, act.after);
+        } else if (const bool needed = policy::ValueReadFrom(acc, act.buffer, static_cast<uint32_t>(act.after + 1));
                    needed || !(rb.exact && rb.allocated_inside)) {
           at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
           evictions++;

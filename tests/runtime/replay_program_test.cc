@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "runtime/session/planning.h"
 #include "runtime/session/replay_program.h"
@@ -72,16 +74,21 @@ ReplayProgram::Move MoveOf(const ReplayProgram& p, uint32_t entry, trace::Buffer
   return ReplayProgram::Move::kPrefetch;
 }
 
+// Re-running `ops` right before op `before`.
+policy::Action RecomputeAction(std::vector<trace::OpId> ops, uint32_t before) {
+  policy::Action rc;
+  rc.kind = policy::ActionKind::kRecompute;
+  rc.ops = std::move(ops);
+  rc.before = before;
+  rc.after = static_cast<int32_t>(before) - 1;
+  return rc;
+}
+
 policy::Plan RecomputeOp0Before4() {
   policy::Plan plan;
   plan.strategy = "karma";
   plan.managed_memory = true;
-  policy::Action rc;
-  rc.kind = policy::ActionKind::kRecompute;
-  rc.ops = {0};
-  rc.before = 4;
-  rc.after = 3;
-  plan.actions.push_back(rc);
+  plan.actions.push_back(RecomputeAction({0}, 4));
   return plan;
 }
 
@@ -126,12 +133,7 @@ TEST(CompileProgram, DiscardSwappedInButNotReadBeforeTheRebuildIsADiscard) {
 TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
   const RecordedIteration rec = FiveOps(false);
   policy::Plan plan = RecomputeOp0Before4();
-  policy::Action reader;
-  reader.kind = policy::ActionKind::kRecompute;
-  reader.ops = {1};
-  reader.before = 3;
-  reader.after = 2;
-  plan.actions.insert(plan.actions.begin(), reader);
+  plan.actions.insert(plan.actions.begin(), RecomputeAction({1}, 3));
   plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
@@ -325,12 +327,7 @@ TEST(CompileProgram, DeadValueARecomputeRebuildsIsRepopulatedBeforeTheCallThatOv
   rec.it.ops[1].kind = trace::OpKind::kLibrary;
   rec.buffers[1].exact = true;  // a recompute's outputs must be
   policy::Plan plan = ManagedPlan(4u << 20);
-  policy::Action rc;
-  rc.kind = policy::ActionKind::kRecompute;
-  rc.ops = {1};
-  rc.before = 4;
-  rc.after = 3;
-  plan.actions.push_back(rc);
+  plan.actions.push_back(RecomputeAction({1}, 4));
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   const ReplayProgram& p = **prog;
