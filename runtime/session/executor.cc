@@ -522,30 +522,42 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
     // First-in first-out, like the copy engine the plan assumes: a later batch never overtakes a waiting one.
     if (!needed && !RoomLocked(d.k)) return;
     deferred_.pop_front();
-    std::vector<Range> in;
-    std::vector<trace::BufferId> in_ids;
+    // One batch per waiting op, in the order they are needed: an op waits for its own data, not for data a later
+    // op needs that happens to leave at the same point.
+    std::vector<const ReplayProgram::Item*> items;
     for (const ReplayProgram::Item& it : p.after[d.k]) {
-      Range r;
-      if (it.move != ReplayProgram::Move::kPrefetch || !Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) ||
-          r.bytes == 0) {
-        continue;
+      if (it.move == ReplayProgram::Move::kPrefetch) items.push_back(&it);
+    }
+    std::stable_sort(items.begin(), items.end(), [](const auto* x, const auto* y) { return x->need < y->need; });
+    bool anchored = false;
+    for (size_t first = 0; first < items.size();) {
+      size_t end = first;
+      while (end < items.size() && items[end]->need == items[first]->need) end++;
+      std::vector<Range> in;
+      std::vector<trace::BufferId> in_ids;
+      for (size_t i = first; i < end; ++i) {
+        Range r;
+        if (!Movable(items[i]->buffer) || !MoveRangeLocked(items[i]->buffer, &r) || r.bytes == 0) continue;
+        in.push_back(r);
+        in_ids.push_back(items[i]->buffer);
       }
-      in.push_back(r);
-      in_ids.push_back(it.buffer);
+      if (!in.empty()) {
+        if (!anchored && api_.cudaStreamWaitEvent(in_, d.anchor, 0) != cudaSuccess) errors.Failed();
+        anchored = true;
+        // A buffer evicted earlier in this iteration comes back only after its write-back.
+        for (trace::BufferId b : in_ids) {
+          if (evicted_[b] != nullptr && api_.cudaStreamWaitEvent(in_, evicted_[b], 0) != cudaSuccess) errors.Failed();
+        }
+        PrefetchLocked(in, in_, true);
+        cudaEvent_t done = RecordLocked(KeyOf(in_));
+        for (trace::BufferId b : in_ids) away_[b] = 0;
+        for (size_t i = first; i < end; ++i) {
+          if (Has(in_ids, items[i]->buffer)) prefetched_[items[i]->action] = done;
+        }
+        for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+      }
+      first = end;
     }
-    if (in.empty()) continue;
-    if (api_.cudaStreamWaitEvent(in_, d.anchor, 0) != cudaSuccess) errors.Failed();
-    // A buffer evicted earlier in this iteration comes back only after its write-back.
-    for (trace::BufferId b : in_ids) {
-      if (evicted_[b] != nullptr && api_.cudaStreamWaitEvent(in_, evicted_[b], 0) != cudaSuccess) errors.Failed();
-    }
-    PrefetchLocked(in, in_, true);
-    cudaEvent_t done = RecordLocked(KeyOf(in_));
-    for (trace::BufferId b : in_ids) away_[b] = 0;
-    for (const ReplayProgram::Item& it : p.after[d.k]) {
-      if (it.move == ReplayProgram::Move::kPrefetch && Has(in_ids, it.buffer)) prefetched_[it.action] = done;
-    }
-    for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     if (needed) return;
   }
 }

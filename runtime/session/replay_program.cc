@@ -165,7 +165,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     const uint32_t action = static_cast<uint32_t>(prog->actions++);
     uint32_t issue = next > kDeadPrefetchLead ? next - kDeadPrefetchLead : 0;
     if (next >= from) issue = std::max(issue, from);  // not before the eviction
-    prog->after[issue].push_back({ReplayProgram::Move::kPrefetch, b, action, UINT32_MAX});
+    prog->after[issue].push_back({ReplayProgram::Move::kPrefetch, b, action, UINT32_MAX, next});
     prog->waits[next].push_back(action);
   };
   size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0, renewed = 0;
@@ -180,7 +180,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         }
         break;
       case policy::ActionKind::kSwapIn:
-        at.push_back({ReplayProgram::Move::kPrefetch, act.buffer, a, UINT32_MAX});
+        at.push_back({ReplayProgram::Move::kPrefetch, act.buffer, a, UINT32_MAX, act.before});
         prog->waits[act.before].push_back(a);
         prefetches++;
         break;
@@ -223,6 +223,50 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       }
       case policy::ActionKind::kRecompute:
         break;
+    }
+  }
+  // A value in memory the application keeps that a recompute gives a new value without reading it is dead from
+  // its last use before that recompute: the plan counts its memory as free from there (a buffer that crosses into
+  // later blocks, which the recompute writes again on its way). It is discarded there for that recompute, like
+  // the plan's own drops; kept, it would hold device memory the plan gives to others.
+  size_t rebuilt = 0;
+  for (uint32_t r = 0; r < prog->recomputes.size(); ++r) {
+    const ReplayProgram::Recompute& rc = prog->recomputes[r];
+    for (trace::BufferId b : rc.written) {
+      const ReplayBuffer& rb = rec.buffers[b];
+      if (Contains(rc.targets, b) || acc.persistent[b] || rb.allocated_inside || !rb.exact ||
+          rb.origin != Origin::kArena || OwnedPageBytes(rb.address, rb.bytes) == 0) {
+        continue;
+      }
+      bool overwrites = false;  // the recompute's first op that uses b writes it without reading it
+      for (trace::OpId op : rc.ops) {
+        if (!Contains(acc.ops[op].reads, b) && !Contains(acc.ops[op].writes, b)) continue;
+        overwrites = !Contains(acc.ops[op].reads, b);
+        break;
+      }
+      if (!overwrites) continue;
+      // Its last use before the recompute: an op, or another recompute (which runs before its op).
+      int64_t last = -1;
+      for (uint32_t p = 0; p < rc.before; ++p) {
+        if (Contains(prog->uses[p], b)) last = p;
+      }
+      bool shared = false;  // another recompute at the same op uses it
+      for (uint32_t o = 0; o < prog->recomputes.size(); ++o) {
+        const ReplayProgram::Recompute& other = prog->recomputes[o];
+        if (o == r || !Contains(other.used, b)) continue;
+        if (other.before < rc.before) last = std::max<int64_t>(last, other.before);
+        if (other.before == rc.before) shared = true;
+      }
+      if (shared || last < 0 || last + 1 >= static_cast<int64_t>(rc.before)) continue;
+      bool planned = false;  // the plan moves it in between itself
+      for (const policy::Action& act : plan.actions) {
+        planned = planned || (act.kind != policy::ActionKind::kRecompute && act.buffer == b &&
+                              act.after >= last && act.after < static_cast<int32_t>(rc.before));
+      }
+      if (planned) continue;
+      prog->after[static_cast<size_t>(last + 1)].push_back({ReplayProgram::Move::kDiscard, b, kNoAction, r});
+      prog->recomputes[r].targets.push_back(b);
+      rebuilt++;
     }
   }
   {
@@ -291,10 +335,10 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
   prog->renewed = renewed;
   prog->summary = fmt::format("{} prefetches, {} evictions ({} of values dead until a later write), {} discards ({} "
-                              "left to frees), {} recomputes of {} launches; dead values in memory the application "
+                              "left to frees, {} of values a recompute overwrites), {} recomputes of {} launches; dead values in memory the application "
                               "keeps: {} evicted, {} left on the device; {} evicted values repopulated for an "
                               "overwrite, the others brought back",
-                              prefetches, evictions, renewed, discards, dropped, prog->recomputes.size(), kernels,
+                              prefetches, evictions, renewed, discards + rebuilt, dropped, rebuilt, prog->recomputes.size(), kernels,
                               prog->dead_evictions, prog->dead_kept, prog->repopulated);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }

@@ -18,12 +18,16 @@ namespace karma::rt {
 //  - swap-out: prefetch to the host (the write-back frees the device pages); `keep` swap-outs need nothing,
 //    since managed memory keeps the host copy coherent;
 //  - swap-in: prefetch to the device on the host-to-device stream; the waiting op's stream waits for it only
-//    if it has not completed;
+//    if it has not completed; swap-ins that leave at the same point go in one batch call per waiting op, in the
+//    order the ops come, so that an op never waits for data a later op needs;
 //  - discard: only for buffers a recompute rebuilds (exact ones). A discard whose value is needed again (the
 //    host copy is current) becomes an eviction; one whose value is dead is left to the free of its allocation
 //    (the executor discards freed arena blocks) or, for memory that is never freed inside the iteration,
 //    becomes an eviction — a dead value discarded early would be read as poison if the application diverged;
-//  - recompute: the recorded launches issued again on the waiting op's stream right before it.
+//  - recompute: the recorded launches issued again on the waiting op's stream right before it. In memory the
+//    application keeps, a buffer a recompute writes without reading it first (one that crosses into later blocks,
+//    which the plan keeps and the recompute writes again on its way) holds a dead value from its last use before
+//    that recompute, which the plan counts as free memory: it is discarded there for that recompute, as a target.
 //  - dead values in memory the application keeps (a caching allocator's segments, never freed inside the
 //    iteration): the plan counts them as gone after their last use; they stay on the device where the plan leaves
 //    room over their whole dead time, else they are evicted after their last use (never discarded: their extent
@@ -41,6 +45,7 @@ struct ReplayProgram {
     trace::BufferId buffer = trace::kNone;
     uint32_t action = 0;                   // the plan action
     uint32_t recompute = UINT32_MAX;       // discards: the recompute that rebuilds the buffer
+    uint32_t need = UINT32_MAX;            // prefetches: the position whose op waits for it
   };
   struct Recompute {
     uint32_t action = 0;                    // the plan action

@@ -138,6 +138,55 @@ TEST_F(ExecutorTest, AFreeDiscardsTheBlocksPagesAndTheSlabPagesItEmpties) {
   EXPECT_EQ(moves[0].bytes, kLargePage);
 }
 
+// Three prefetches leave after op 0 of three: buffer 0 for op 1, buffers 1 and 2 for op 2. Each op waits for its
+// own data only, so each waiting op gets its own batch call, in the order the ops come.
+TEST_F(ExecutorTest, PrefetchesThatLeaveTogetherAreBatchedPerWaitingOp) {
+  auto p = std::make_shared<ReplayProgram>();
+  p->period = 3;
+  p->shape = {11, 22, 33};
+  p->stream = {0, 0, 0};
+  for (uint64_t i = 0; i < 3; ++i) {
+    ReplayBuffer b;
+    b.address = b.alloc_start = kAddr + i * kBytes;
+    b.bytes = b.alloc_bytes = kBytes;
+    b.origin = Origin::kArena;
+    p->buffers.push_back(b);
+  }
+  p->after.resize(4);
+  p->after[1] = {{ReplayProgram::Move::kPrefetch, 1, 0, UINT32_MAX, 2},
+                 {ReplayProgram::Move::kPrefetch, 0, 1, UINT32_MAX, 1},
+                 {ReplayProgram::Move::kPrefetch, 2, 2, UINT32_MAX, 2}};
+  p->room_from.resize(4);
+  p->waits = {{}, {1}, {0, 2}};
+  p->recompute_before.resize(3);
+  p->reads = {{}, {0}, {1, 2}};
+  p->overwritten.resize(3);
+  p->written.resize(3);
+  p->relaunch.resize(3);
+  p->in_recompute.assign(3, false);
+  p->uses = {{}, {0}, {1, 2}};
+  p->planned_bytes = {3 * kBytes, 3 * kBytes, 3 * kBytes};
+  p->actions = 3;
+  Executor e(api_, &stats_);
+  e.Install(p, 0, 0);
+  bool wants = false;
+  ASSERT_EQ(e.Before(0, 11, 0, {}, &wants), 0u);
+  e.After(0, true);
+  TakeMoves();
+  ASSERT_EQ(e.Before(1, 22, 0, {}, &wants), 1u);  // after op 0: issued before op 1
+  const auto moves = TakeMoves();
+  ASSERT_EQ(moves.size(), 3u);
+  for (const auto& m : moves) {
+    EXPECT_EQ(m.call, "prefetch");
+    EXPECT_TRUE(m.to_device);
+  }
+  EXPECT_EQ(moves[0].addr, kAddr);  // op 1's, alone
+  EXPECT_EQ(moves[1].addr, kAddr + kBytes);
+  EXPECT_EQ(moves[2].addr, kAddr + 2 * kBytes);
+  EXPECT_NE(moves[0].batch, moves[1].batch);
+  EXPECT_EQ(moves[1].batch, moves[2].batch);  // op 2's, together
+}
+
 // A plan that fits in the budget as the application runs it moves nothing, and neither does its replay: no
 // discard at a free, no population at an allocation (on a GPU each costs the driver time per block).
 TEST_F(ExecutorTest, AProgramThatMovesNothingLeavesFreesAndAllocationsAlone) {

@@ -205,13 +205,15 @@ cudaError_t StreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
   return EventOf(e) == nullptr ? Fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
 }
 void RecordMoves(const char* call, void** ptrs, size_t* sizes, size_t count, bool to_device) {
+  const int batch = ++Fake().move_calls;
   for (size_t i = 0; i < count; ++i) {
-    Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device});
+    Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device, batch});
   }
 }
 cudaError_t MemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, unsigned int, cudaStream_t) {
   FAKE_LOCK;
-  Fake().moves.push_back({"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice});
+  Fake().moves.push_back(
+      {"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice, ++Fake().move_calls});
   return cudaSuccess;
 }
 cudaError_t MemPrefetchBatchAsync(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locs, size_t*, size_t,

@@ -60,8 +60,10 @@ struct FakeCuda {
     std::string call;  // "prefetch", "discard" or "discard+prefetch"
     uint64_t addr = 0, bytes = 0;
     bool to_device = false;
+    int batch = 0;     // which API call asked for it (ranges of one batch call share it)
   };
   std::vector<Move> moves;
+  int move_calls = 0;
   uintptr_t next_stream = 0x5000;
 
   // Marks all work submitted so far as done.

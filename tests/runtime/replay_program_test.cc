@@ -338,6 +338,42 @@ TEST(CompileProgram, DeadValueARecomputeRebuildsIsRepopulatedBeforeTheCallThatOv
   for (const auto& waits : p.waits) EXPECT_TRUE(waits.empty());
 }
 
+// In memory the application keeps, a value a recompute writes again without reading it first is dead from its
+// last use before that recompute (the plan counts the memory as free from there, though it has no action for
+// it): the program discards it there for that recompute, like the plan's own drops. Not when an op reads it
+// right up to the recompute, nor when the plan moves it itself.
+TEST(CompileProgram, ValueARecomputeOverwritesInKeptMemoryIsDiscardedAfterItsLastUseForIt) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  rec.buffers[0].exact = true;  // a recompute's outputs must be
+  policy::Plan plan = ManagedPlan(64u << 20);
+  plan.actions.push_back(RecomputeAction({0}, 4));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const ReplayProgram& p = **prog;
+  ASSERT_EQ(p.recomputes.size(), 1u);
+  EXPECT_EQ(p.recomputes[0].targets, (std::vector<trace::BufferId>{0}));
+  ASSERT_EQ(p.after[2].size(), 1u);  // after op 1, its last use before op 4
+  EXPECT_EQ(p.after[2][0].move, ReplayProgram::Move::kDiscard);
+  EXPECT_EQ(p.after[2][0].buffer, 0u);
+  EXPECT_EQ(p.after[2][0].recompute, 0u);
+  EXPECT_NE(p.summary.find("1 of values a recompute overwrites"), std::string::npos) << p.summary;
+
+  RecordedIteration read_late = rec;
+  read_late.it.ops[3].reads.push_back(0);
+  auto late = CompileProgram(read_late, plan);
+  ASSERT_TRUE(late.ok()) << late.status().message();
+  EXPECT_TRUE((*late)->recomputes[0].targets.empty());
+  for (const auto& items : (*late)->after) {
+    for (const ReplayProgram::Item& it : items) EXPECT_NE(it.move, ReplayProgram::Move::kDiscard);
+  }
+
+  policy::Plan swapped = plan;
+  swapped.actions.push_back(Act(policy::ActionKind::kSwapOut, 0, 2));
+  auto moved = CompileProgram(rec, swapped);
+  ASSERT_TRUE(moved.ok()) << moved.status().message();
+  EXPECT_TRUE((*moved)->recomputes[0].targets.empty());
+}
+
 // The same for a kernel the profiling iteration saw write all of the buffer without reading it (ReplayOp::written);
 // one seen to write only part of it gets the dead bytes brought back.
 TEST(CompileProgram, DeadValueAKernelWasSeenToOverwriteIsRepopulatedBeforeIt) {
