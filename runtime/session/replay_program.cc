@@ -335,11 +335,12 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
   prog->renewed = renewed;
   prog->summary = fmt::format("{} prefetches, {} evictions ({} of values dead until a later write), {} discards ({} "
-                              "left to frees, {} of values a recompute overwrites), {} recomputes of {} launches; dead values in memory the application "
-                              "keeps: {} evicted, {} left on the device; {} evicted values repopulated for an "
-                              "overwrite, the others brought back",
-                              prefetches, evictions, renewed, discards + rebuilt, dropped, rebuilt, prog->recomputes.size(), kernels,
-                              prog->dead_evictions, prog->dead_kept, prog->repopulated);
+                              "left to frees, {} of values a recompute overwrites), {} recomputes of {} launches; dead "
+                              "values in memory the application keeps: {} evicted, {} left on the device; {} evicted "
+                              "values repopulated for an overwrite, the others brought back",
+                              prefetches, evictions, renewed, discards + rebuilt, dropped, rebuilt,
+                              prog->recomputes.size(), kernels, prog->dead_evictions, prog->dead_kept,
+                              prog->repopulated);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 
