@@ -46,6 +46,14 @@ AccessModel BuildAccessModel(const trace::Iteration& it);
 // that does not read it gives the buffer a new value, or (carried over) by the next iteration.
 bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t op);
 
+// The outputs of re-running `ops` (ascending) right before op `before` that go to scratch memory: buffers the
+// chain writes before it reads them, which an op outside the chain writes again after the chain's last use of them
+// and before `before` (memory a caching allocator gave to a later tensor), and not in between, where that newer
+// value is read at or after `before`. Whoever reads such a buffer then reads the newer value, so the chain's
+// value is never wanted there: it lives in scratch while the chain runs, and the newer value stays.
+std::vector<trace::BufferId> ScratchOutputs(const AccessModel& acc, const std::vector<trace::OpId>& ops,
+                                            uint32_t before);
+
 // Recompute re-runs forward ops only.
 bool IsForward(const trace::Op& op);
 

@@ -78,18 +78,24 @@ class Replay {
     for (uint32_t op = 0; op < it_.ops.size(); ++op) {
       if (auto found = recompute_before.find(op); found != recompute_before.end()) {
         for (uint32_t i : found->second) {
-          for (trace::OpId r : plan_.actions[i].ops) seq_.push_back({r, i});
+          std::vector<trace::BufferId> scratch = plan_.actions[i].scratch;
+          std::sort(scratch.begin(), scratch.end());
+          for (trace::OpId r : plan_.actions[i].ops) seq_.push_back({r, i, scratch});
         }
       }
-      seq_.push_back({op, trace::kNone});
+      seq_.push_back({op, trace::kNone, {}});
     }
     // A value dies at its last read before the buffer is overwritten (or at the buffer's last use).
     dies_after_.assign(seq_.size(), {});
     std::vector<int64_t> prev(it_.buffers.size(), -1);
     for (size_t k = 0; k < seq_.size(); ++k) {
       const OpAccess& a = in_.access.ops[seq_[k].op];
-      std::vector<trace::BufferId> used = a.reads;
+      std::vector<trace::BufferId> used;
+      for (trace::BufferId b : a.reads) {
+        if (!seq_[k].ViaScratch(b)) used.push_back(b);
+      }
       for (trace::BufferId b : a.writes) {
+        if (seq_[k].ViaScratch(b)) continue;
         const bool overwrite = std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end();
         if (overwrite && prev[b] >= 0) dies_after_[static_cast<size_t>(prev[b])].push_back(b);
         if (overwrite) used.push_back(b);
@@ -206,13 +212,35 @@ class Replay {
     // An op that starts with a read off the device, or whose new outputs do not fit, runs paged.
     bool off = false;
     uint64_t fresh = 0;
-    for (trace::BufferId b : a.reads) off = off || !buf_[b].on_device;
+    for (trace::BufferId b : a.reads) off = off || (!c.ViaScratch(b) && !buf_[b].on_device);
     for (trace::BufferId b : a.writes) {
+      if (c.ViaScratch(b)) continue;
       if (!buf_[b].on_device && std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) fresh += Bytes(b);
     }
-    if (plan_.managed_memory && (off || used_ + fresh > in_.capacity)) return PagedStart(c);
+    if (!c.scratch.empty() && (k == 0 || seq_[k - 1].action != c.action)) {
+      // The recompute's scratch outputs hold memory from its first op to the end of its last.
+      scratch_value_.clear();
+      used_ += c.ScratchBytes(it_);
+      peak_ = std::max(peak_, used_);
+      if (used_ > in_.capacity) {
+        return Bad(fmt::format("the scratch of recompute action {} brings device memory to {} over the capacity {}",
+                               c.action, FormatBytes(used_), FormatBytes(in_.capacity)));
+      }
+    }
+    if (plan_.managed_memory && (off || used_ + fresh > in_.capacity)) {
+      if (!c.scratch.empty()) return Bad(fmt::format("op {} (recomputed, with scratch outputs) runs paged", c.op));
+      return PagedStart(c);
+    }
     for (size_t i = 0; i < a.reads.size(); ++i) {
       const trace::BufferId b = a.reads[i];
+      if (c.ViaScratch(b)) {
+        const auto v = scratch_value_.find(b);
+        if (v == scratch_value_.end() || v->second != expect_[c.op][i]) {
+          return Bad(fmt::format("op {} (recomputed) reads buffer {} in scratch memory without the value written by {}",
+                                 c.op, b, ValueName(expect_[c.op][i])));
+        }
+        continue;
+      }
       const Buf& s = buf_[b];
       if (!s.on_device || s.arriving) return Bad(fmt::format("op {} reads buffer {}, not on the device", c.op, b));
       if (s.leaving) return Bad(fmt::format("op {} reads buffer {} after its swap-out was issued", c.op, b));
@@ -226,6 +254,7 @@ class Replay {
       }
     }
     for (trace::BufferId b : a.writes) {
+      if (c.ViaScratch(b)) continue;
       Buf& s = buf_[b];
       if (s.copying_out > 0) return Bad(fmt::format("op {} writes buffer {} before its write-back", c.op, b));
       if (s.leaving) return Bad(fmt::format("op {} writes buffer {} after its swap-out was issued", c.op, b));
@@ -320,9 +349,13 @@ class Replay {
     }
     computing_ = false;
     const OpAccess& a = in_.access.ops[c.op];
-    for (trace::BufferId b : a.writes) buf_[b].value = c.op;
+    for (trace::BufferId b : a.writes) (c.ViaScratch(b) ? scratch_value_[b] : buf_[b].value) = c.op;
     for (trace::BufferId b : dies_after_[k]) {
       if (!persistent_[b]) Release(b);
+    }
+    if (!c.scratch.empty() && (k + 1 == seq_.size() || seq_[k + 1].action != c.action)) {
+      used_ -= c.ScratchBytes(it_);
+      scratch_value_.clear();
     }
     if (paging_) {
       paging_ = false;
@@ -458,6 +491,7 @@ class Replay {
   const Plan& plan_;
   const SimResult& r_;
   std::vector<ComputeItem> seq_;
+  std::unordered_map<trace::BufferId, uint32_t> scratch_value_;  // the running recompute's scratch outputs
   std::vector<std::vector<trace::BufferId>> dies_after_;  // per compute item
   std::vector<std::vector<uint32_t>> expect_;
   std::vector<uint32_t> final_;

@@ -74,6 +74,14 @@ Status CheckPlanShape(const Plan& plan, const trace::Iteration& it) {
       for (trace::OpId op : a.ops) {
         if (op >= nops) return InvalidArgument(fmt::format("{}: op {} is out of range", where, op));
       }
+      for (trace::BufferId b : a.scratch) {
+        bool written = false;
+        for (trace::OpId op : a.ops) {
+          const std::vector<trace::BufferId>& w = it.ops[op].writes;
+          written = written || std::find(w.begin(), w.end(), b) != w.end();
+        }
+        if (!written) return InvalidArgument(fmt::format("{}: scratch output {} is not written by its ops", where, b));
+      }
       continue;
     }
     if (a.buffer >= nbuf) return InvalidArgument(fmt::format("{}: buffer {} is out of range", where, a.buffer));

@@ -36,6 +36,9 @@ struct Action {
   uint32_t before = trace::kNone;
   bool keep = false;                      // swap-out only: write back but keep the device copy
   std::vector<trace::OpId> ops;           // recompute only: the forward ops to re-run, in order
+  // Recompute only: outputs of those ops that go to scratch memory for the recompute's duration instead of into
+  // the buffer, whose memory holds a newer value by then (ScratchOutputs; the runtime redirects the launches).
+  std::vector<trace::BufferId> scratch;
   int32_t block = -1;                     // the block the data belongs to (stage notation), -1: none
 
   bool operator==(const Action&) const = default;
@@ -55,7 +58,8 @@ struct Block {
   bool operator==(const Block&) const = default;
 };
 
-inline constexpr int kPlanFormatVersion = 1;
+// 2: recompute actions may list scratch outputs (a reader of version 1 would run them in place).
+inline constexpr int kPlanFormatVersion = 2;
 
 struct Plan {
   std::string strategy;

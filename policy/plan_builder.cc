@@ -22,9 +22,11 @@ SequenceUses::SequenceUses(const SimInput& in, const std::vector<ComputeItem>& s
     for (uint32_t k = 0; k < seq.size(); ++k) {
       const OpAccess& a = in.access.ops[seq[k].op];
       for (trace::BufferId b : a.reads) {
+        if (seq[k].ViaScratch(b)) continue;
         visit(b, BufferUse{k, false, std::find(a.writes.begin(), a.writes.end(), b) != a.writes.end()});
       }
       for (trace::BufferId b : a.writes) {
+        if (seq[k].ViaScratch(b)) continue;
         if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) visit(b, BufferUse{k, true, true});
       }
     }
@@ -136,6 +138,13 @@ std::vector<uint64_t> StaticMemory(const SimInput& in, const Plan& plan) {
     if (persistent) add(start, static_cast<int64_t>(n) - 1, bytes);
     else add(start, std::max(last_use, start), bytes);
   }
+  // A recompute's scratch outputs hold memory while its ops run.
+  for (size_t k = 0; k < n; ++k) {
+    if (seq[k].scratch.empty()) continue;
+    const auto bytes = static_cast<int64_t>(seq[k].ScratchBytes(it));
+    delta[k] += bytes;
+    delta[k + 1] -= bytes;
+  }
   std::vector<uint64_t> mem(n);
   int64_t cur = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -160,6 +169,7 @@ void PlanBuilder::Recompute(std::vector<trace::OpId> ops, uint32_t before, int b
   a.before = before;
   a.after = before == 0 ? kAtStart : static_cast<int32_t>(before) - 1;
   a.block = block;
+  a.scratch = ScratchOutputs(in_.access, a.ops, before);
   recomputes_.push_back(std::move(a));
 }
 

@@ -262,10 +262,22 @@ Result<std::vector<trace::OpId>> ResolveRecompute(const PlanningModel& m, const 
   }
   std::sort(ops.begin(), ops.end());
   // Re-running an op rewrites all its outputs: a resident one must come out with the value it holds, and so must
-  // one held off the device whose value is read again (memory a caching allocator keeps and has given to a later
-  // tensor by then; what the application has freed is rebuilt into scratch instead).
+  // one held off the device whose value is read again (what the application has freed is rebuilt into scratch
+  // instead). An output whose memory a later tensor has by then goes to scratch (ScratchOutputs) only beside a
+  // target of the same op (a fused op's second output): a chain that rebuilds intermediates in scratch runs
+  // longer and needs more memory than the plan's capacity test sees (skipnet 192 MiB: 12-launch chains over three
+  // residual units simulated at 23.4 ms and replayed at 34.0).
+  const std::vector<trace::BufferId> scratch = ScratchOutputs(acc, ops, before);
+  std::vector<uint32_t> target_writers;
+  for (trace::BufferId t : targets) target_writers.push_back(ValueBefore(m, t, before));
   for (size_t i = 0; i < ops.size(); ++i) {
+    const bool writes_target =
+        std::find(target_writers.begin(), target_writers.end(), ops[i]) != target_writers.end();
     for (trace::BufferId w : acc.ops[ops[i]].writes) {
+      if (std::binary_search(scratch.begin(), scratch.end(), w)) {
+        if (writes_target || (!available[w] && acc.FreedBy(w, before))) continue;
+        return Infeasible(fmt::format("re-running op {} would write buffer {} into scratch", ops[i], w));
+      }
       if (!available[w] && (acc.FreedBy(w, before) || !ValueReadFrom(acc, w, before))) continue;
       uint32_t last = ops[i];
       for (size_t j = i + 1; j < ops.size(); ++j) {

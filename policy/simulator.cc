@@ -118,13 +118,15 @@ class Simulation {
     free_after_.assign(r_.sequence.size(), {});
     std::vector<int64_t> last_item(it.buffers.size(), -1);
     for (size_t k = 0; k < r_.sequence.size(); ++k) {
-      const OpAccess& a = in_.access.ops[r_.sequence[k].op];
+      const ComputeItem& c = r_.sequence[k];
+      const OpAccess& a = in_.access.ops[c.op];
       for (trace::BufferId b : a.reads) {
+        if (c.ViaScratch(b)) continue;
         buf_[b].uses_left++;
         last_item[b] = static_cast<int64_t>(k);
       }
       for (trace::BufferId b : a.writes) {
-        if (std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) continue;
+        if (c.ViaScratch(b) || std::find(a.reads.begin(), a.reads.end(), b) != a.reads.end()) continue;
         buf_[b].uses_left++;
         if (last_item[b] >= 0 && !in_.access.persistent[b]) free_after_[static_cast<size_t>(last_item[b])].push_back(b);
         last_item[b] = static_cast<int64_t>(k);
@@ -186,6 +188,14 @@ class Simulation {
         case ActionKind::kRecompute: break;
       }
     }
+  }
+
+  bool FirstOfAction(size_t k) const {
+    return r_.sequence[k].action != trace::kNone && (k == 0 || r_.sequence[k - 1].action != r_.sequence[k].action);
+  }
+  bool LastOfAction(size_t k) const {
+    return r_.sequence[k].action != trace::kNone &&
+           (k + 1 == r_.sequence.size() || r_.sequence[k + 1].action != r_.sequence[k].action);
   }
 
   void Free(trace::BufferId b) {
@@ -299,8 +309,13 @@ class Simulation {
     const OpAccess& a = in_.access.ops[c.op];
     const bool own = c.action == trace::kNone;
     if (own && (waits_in_[c.op] > 0 || waits_out_[c.op] > 0)) return false;
+    if (in_.Paged(c.op) && !c.scratch.empty()) {
+      fail_ = fmt::format("{} runs paged with scratch outputs", DescribeItem(next_));
+      return false;
+    }
     if (in_.Paged(c.op)) return plan_.managed_memory && TryComputePaged(c, a, own);
     for (trace::BufferId b : a.reads) {
+      if (c.ViaScratch(b)) continue;
       const BufState& s = buf_[b];
       if (s.leaving) {
         fail_ = fmt::format("{} reads {} after a swap-out that frees it was issued", DescribeItem(next_), Describe(b));
@@ -308,8 +323,10 @@ class Simulation {
       }
       if (s.dev != Dev::kValid) return false;
     }
-    uint64_t need = 0;
+    // A recompute's scratch is allocated when its first op starts and freed when its last op ends.
+    uint64_t need = FirstOfAction(next_) ? c.ScratchBytes(*in_.it) : 0;
     for (trace::BufferId b : a.writes) {
+      if (c.ViaScratch(b)) continue;
       const BufState& s = buf_[b];
       if (s.leaving) {
         fail_ = fmt::format("{} writes {} after a swap-out that frees it was issued", DescribeItem(next_), Describe(b));
@@ -320,6 +337,7 @@ class Simulation {
     }
     if (used_ + need > in_.capacity) return false;
     for (trace::BufferId b : a.writes) {
+      if (c.ViaScratch(b)) continue;
       BufState& s = buf_[b];
       s.dev = Dev::kValid;
       s.host_valid = false;
@@ -400,11 +418,16 @@ class Simulation {
     const ComputeItem& c = r_.sequence[comp_item_];
     const OpAccess& a = in_.access.ops[c.op];
     Record(SimEvent::kComputeEnd, static_cast<uint32_t>(comp_item_));
-    for (trace::BufferId b : a.writes) buf_[b].being_written = false;
-    for (trace::BufferId b : a.reads) buf_[b].uses_left--;
     for (trace::BufferId b : a.writes) {
-      if (std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) buf_[b].uses_left--;
+      if (!c.ViaScratch(b)) buf_[b].being_written = false;
     }
+    for (trace::BufferId b : a.reads) {
+      if (!c.ViaScratch(b)) buf_[b].uses_left--;
+    }
+    for (trace::BufferId b : a.writes) {
+      if (!c.ViaScratch(b) && std::find(a.reads.begin(), a.reads.end(), b) == a.reads.end()) buf_[b].uses_left--;
+    }
+    if (!c.scratch.empty() && LastOfAction(comp_item_)) SetUsed(used_ - c.ScratchBytes(*in_.it));
     if (paging_) {
       // The dead operands go, and the live ones it could not keep are in host memory.
       paging_ = false;
@@ -553,11 +576,13 @@ std::vector<ComputeItem> ComputeSequence(const Plan& plan, size_t num_ops) {
   seq.reserve(num_ops);
   for (uint32_t op = 0; op < num_ops; ++op) {
     for (uint32_t i : before[op]) {
+      std::vector<trace::BufferId> scratch = plan.actions[i].scratch;
+      std::sort(scratch.begin(), scratch.end());
       for (trace::OpId r : plan.actions[i].ops) {
-        if (r < num_ops) seq.push_back({r, i});
+        if (r < num_ops) seq.push_back({r, i, scratch});
       }
     }
-    seq.push_back({op, trace::kNone});
+    seq.push_back({op, trace::kNone, {}});
   }
   return seq;
 }

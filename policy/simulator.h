@@ -31,6 +31,15 @@ SimInput MakeSimInput(const trace::Iteration& it, const HwProfile& hw, uint64_t 
 struct ComputeItem {
   trace::OpId op = 0;
   uint32_t action = trace::kNone;  // the recompute action, kNone for the iteration's own op
+  std::vector<trace::BufferId> scratch;  // that action's scratch outputs (Action::scratch), sorted
+  // Whether the op uses `b` in scratch memory rather than in the buffer.
+  bool ViaScratch(trace::BufferId b) const { return std::binary_search(scratch.begin(), scratch.end(), b); }
+  // Scratch memory the item's action holds while its ops run.
+  uint64_t ScratchBytes(const trace::Iteration& it) const {
+    uint64_t n = 0;
+    for (trace::BufferId b : scratch) n += it.buffers[b].bytes;
+    return n;
+  }
 };
 // The iteration's ops in order, with each recompute action's ops inserted right before its `before` op.
 std::vector<ComputeItem> ComputeSequence(const Plan& plan, size_t num_ops);

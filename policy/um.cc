@@ -26,7 +26,7 @@ SimResult SimulateUnifiedMemory(const SimInput& in, const SimOptions& options) {
   const AccessModel& acc = in.access;
   SimResult r;
   r.sequence.reserve(it.ops.size());
-  for (uint32_t op = 0; op < it.ops.size(); ++op) r.sequence.push_back({op, trace::kNone});
+  for (uint32_t op = 0; op < it.ops.size(); ++op) r.sequence.push_back({op, trace::kNone, {}});
 
   std::vector<Page> pages;
   std::vector<std::pair<size_t, size_t>> range(it.buffers.size());  // pages [first, second) of each buffer

@@ -576,6 +576,8 @@ bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
     }
     gone.push_back(b);
   }
+  // Outputs whose memory holds a newer value by then go to scratch too.
+  for (trace::BufferId b : rc.scratch) gone.push_back(b);
   if (gone.empty()) return true;
   // Scratch slots are shared by outputs whose uses within the recompute do not overlap (one layer's temporary
   // dies before the next layer's is born), as the plan's memory assumes.

@@ -107,6 +107,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     r.action = a;
     r.before = act.before;
     r.ops = act.ops;
+    r.scratch = act.scratch;
     for (trace::OpId op : act.ops) {
       if (!rec.ops[op].relaunch) {
         return Unsupported(fmt::format("recompute action {}: op {} ({}) cannot be launched again", a, op,
@@ -117,10 +118,13 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           return Unsupported(fmt::format("recompute action {}: op {} ({}) writes buffer {}, whose extent is not "
                                          "known exactly or which is also scratch memory", a, op, it.ops[op].name, b));
         }
-        AddUnique(r.written, b);
+        if (!Contains(r.scratch, b)) AddUnique(r.written, b);
       }
-      for (trace::BufferId b : acc.ops[op].reads) AddUnique(r.used, b);
-      for (trace::BufferId b : acc.ops[op].writes) AddUnique(r.used, b);
+      for (const auto* list : {&acc.ops[op].reads, &acc.ops[op].writes}) {
+        for (trace::BufferId b : *list) {
+          if (!Contains(r.scratch, b)) AddUnique(r.used, b);
+        }
+      }
     }
     for (trace::OpId op : act.ops) prog->in_recompute[op] = true;
     recompute_of_action[a] = static_cast<uint32_t>(prog->recomputes.size());

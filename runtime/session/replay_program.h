@@ -24,7 +24,8 @@ namespace karma::rt {
 //    host copy is current) becomes an eviction; one whose value is dead is left to the free of its allocation
 //    (the executor discards freed arena blocks) or, for memory that is never freed inside the iteration,
 //    becomes an eviction — a dead value discarded early would be read as poison if the application diverged;
-//  - recompute: the recorded launches issued again on the waiting op's stream right before it. In memory the
+//  - recompute: the recorded launches issued again on the waiting op's stream right before it; its scratch outputs
+//    (policy::Action::scratch) go to the executor's scratch memory, never into the buffer. In memory the
 //    application keeps, a buffer a recompute writes without reading it first (one that crosses into later blocks,
 //    which the plan keeps and the recompute writes again on its way) holds a dead value from its last use before
 //    that recompute, which the plan counts as free memory: it is discarded there for that recompute, as a target.
@@ -52,8 +53,10 @@ struct ReplayProgram {
     uint32_t before = 0;                    // the position it runs before
     std::vector<trace::OpId> ops;
     std::vector<trace::BufferId> targets;   // discarded for it, rebuilt by it
-    std::vector<trace::BufferId> written;   // every buffer its ops write or touch
-    std::vector<trace::BufferId> used;      // every buffer its ops use
+    std::vector<trace::BufferId> written;   // every buffer its ops write or touch, less `scratch`
+    std::vector<trace::BufferId> used;      // every buffer its ops use, less `scratch`
+    // Outputs that go to scratch memory (policy::Action::scratch: their memory holds a newer value by then).
+    std::vector<trace::BufferId> scratch;
   };
 
   uint32_t period = 0;

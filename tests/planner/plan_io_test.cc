@@ -19,6 +19,7 @@ Plan SamplePlan() {
   p.host_resident = {0, 1};
   p.blocks = {{0, 3, BlockMode::kSwap}, {4, 9, BlockMode::kRecompute}, {10, 12, BlockMode::kKeep}};
   p.actions[1].block = 0;
+  p.actions[3].scratch = {4};
   p.note = "sample";
   return p;
 }
@@ -32,7 +33,7 @@ TEST(PlanIo, RoundTripsEveryField) {
 
 TEST(PlanIo, RefusesNewerVersionsAndMalformedFiles) {
   std::string text = PlanToJson(SamplePlan());
-  const std::string version = "\"version\": 1";
+  const std::string version = "\"version\": 2";
   ASSERT_NE(text.find(version), std::string::npos);
   std::string newer = text;
   newer.replace(newer.find(version), version.size(), "\"version\": 7");
@@ -40,7 +41,7 @@ TEST(PlanIo, RefusesNewerVersionsAndMalformedFiles) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnsupported);
   EXPECT_NE(r.status().message().find("version 7"), std::string::npos);
-  EXPECT_NE(r.status().message().find("version 1"), std::string::npos);
+  EXPECT_NE(r.status().message().find("version 2"), std::string::npos);
   for (const char* bad : {"", "[]", "{\"format\": \"karma-graph\", \"version\": 1}",
                           "{\"format\": \"karma-plan\", \"version\": 1, \"actions\": [{\"kind\": \"teleport\"}]}",
                           "{\"format\": \"karma-plan\", \"version\": 1, \"actions\": [{\"kind\": \"swap_in\"}]}"}) {

@@ -56,7 +56,7 @@ case $case_name in
 
   plan_files)
     "$kt" simulate "$resnet" --pressure 3 --strategy karma --save-plan "$work/p.json" --json >"$work/s.json" || fail "save plan"
-    check "d['format'] == 'karma-plan' and d['version'] == 1 and len(d['actions']) > 0" "$work/p.json" || fail "plan file"
+    check "d['format'] == 'karma-plan' and d['version'] == 2 and len(d['actions']) > 0" "$work/p.json" || fail "plan file"
     "$kt" simulate "$resnet" --pressure 3 --plan "$work/p.json" --json >"$work/r.json" || fail "simulate --plan"
     python3 -c "import json; a=json.load(open('$work/s.json')); b=json.load(open('$work/r.json')); exit(a['iteration_ms']!=b['iteration_ms'])" ||
       fail "a saved plan simulates differently"

@@ -238,7 +238,7 @@ std::shared_ptr<const ReplayProgram> RecomputeProgram(uint64_t target, uint64_t 
   p->room_from.resize(4);
   p->waits.resize(3);
   p->recompute_before = {{}, {}, {0}};
-  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}});
+  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}, {}});
   p->reads = {{1}, {0}, {0}};
   p->overwritten.resize(3);
   p->written.resize(3);
@@ -287,6 +287,55 @@ TEST_F(ExecutorTest, ValidationRejectsARecomputeThatLeavesPartOfItsTargetAsItWas
     EXPECT_TRUE(std::equal(value.begin(), value.end(), out.get()));  // rebuilt, or put back as it was
     EXPECT_EQ(e.TakeRequest(), writes_all ? Executor::Request::kNone : Executor::Request::kReplan);
     EXPECT_EQ(e.rejected_ops()[0], !writes_all);
+    e.Uninstall();
+  }
+}
+
+// Op 0 also writes buffer 2, whose memory holds a newer value when the recompute runs (a caching allocator gave it
+// to a later tensor): the plan lists it as a scratch output. The recompute's launch gets buffer 2's pointer mapped
+// to scratch memory, so the newer value stays and the check passes; launched in place, it would overwrite it.
+TEST_F(ExecutorTest, ARecomputesScratchOutputIsRedirectedAndLeavesTheNewerValue) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  for (const bool scratch : {false, true}) {
+    SCOPED_TRACE(scratch ? "scratch output" : "written in place");
+    HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes), other = PageAligned(kBytes);
+    std::memset(in.get(), 7, kBytes);
+    std::memset(out.get(), 7 ^ 0x5a, kBytes);
+    std::memset(other.get(), 0x33, kBytes);  // the newer value
+    const uint64_t other_addr = reinterpret_cast<uint64_t>(other.get());
+    uint64_t mapped_to = 0;
+    auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap& map) {
+      const uint64_t at = map(other_addr);
+      mapped_to = at;
+      if (at == other_addr) std::memset(other.get(), 0x11, kBytes);  // the old intermediate over the newer value
+      std::memset(out.get(), 7 ^ 0x5a, kBytes);
+      return true;
+    });
+    auto p = std::make_shared<ReplayProgram>(
+        *RecomputeProgram(reinterpret_cast<uint64_t>(out.get()), reinterpret_cast<uint64_t>(in.get()), producer));
+    ReplayBuffer b = p->buffers[0];
+    b.address = b.alloc_start = other_addr;
+    p->buffers.push_back(b);
+    p->uses[0] = {0, 1, 2};
+    if (scratch) {
+      p->recomputes[0].scratch = {2};
+    } else {
+      p->recomputes[0].written.push_back(2);
+      p->recomputes[0].used.push_back(2);
+    }
+    Executor e(api_, &stats_);
+    e.Install(p, 0, 0);
+    bool wants = false;
+    for (uint32_t pos = 0; pos < 3; ++pos) {
+      const uint32_t at = e.Before(pos, 11 * (pos + 1), 0, {}, &wants);
+      ASSERT_EQ(at, pos);
+      if (pos == 0) e.SetLaunch(at, producer);
+      e.After(at, true);
+    }
+    EXPECT_EQ(mapped_to != other_addr, scratch);
+    EXPECT_EQ(other.get()[0], 0x33);  // kept, or put back after the rejected check
+    EXPECT_EQ(e.TakeRequest(), scratch ? Executor::Request::kNone : Executor::Request::kReplan);
     e.Uninstall();
   }
 }

@@ -374,6 +374,25 @@ TEST(CompileProgram, ValueARecomputeOverwritesInKeptMemoryIsDiscardedAfterItsLas
   EXPECT_TRUE((*moved)->recomputes[0].targets.empty());
 }
 
+// A recompute's scratch outputs (policy::Action::scratch) are neither written nor used in place: the executor maps
+// them to scratch memory, and nothing is discarded, rebuilt or kept live for them.
+TEST(CompileProgram, ARecomputesScratchOutputsAreKeptApartFromTheBuffersItUses) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  rec.buffers[1].exact = true;  // a recompute's outputs must be
+  policy::Plan plan = ManagedPlan(64u << 20);
+  policy::Action rc = RecomputeAction({1}, 4);  // op 1 writes buffer 1, which ops 2 and 3 write again
+  rc.scratch = {1};
+  plan.actions.push_back(rc);
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const ReplayProgram& p = **prog;
+  ASSERT_EQ(p.recomputes.size(), 1u);
+  EXPECT_EQ(p.recomputes[0].scratch, (std::vector<trace::BufferId>{1}));
+  EXPECT_TRUE(p.recomputes[0].written.empty());
+  EXPECT_EQ(p.recomputes[0].used, (std::vector<trace::BufferId>{0}));
+  EXPECT_TRUE(p.recomputes[0].targets.empty());
+}
+
 // The same for a kernel the profiling iteration saw write all of the buffer without reading it (ReplayOp::written);
 // one seen to write only part of it gets the dead bytes brought back.
 TEST(CompileProgram, DeadValueAKernelWasSeenToOverwriteIsRepopulatedBeforeIt) {
