@@ -43,9 +43,12 @@ std::string PlanToJson(const Plan& plan, int indent) {
   json actions = json::array();
   for (const Action& a : plan.actions) {
     json x = {{"kind", Name(a.kind)}, {"after", a.after}, {"before", OptionalOp(a.before)}};
-    if (a.kind == ActionKind::kRecompute) x["ops"] = a.ops;
-    if (!a.scratch.empty()) x["scratch"] = a.scratch;
-    else x["buffer"] = a.buffer;
+    if (a.kind == ActionKind::kRecompute) {
+      x["ops"] = a.ops;
+      if (!a.scratch.empty()) x["scratch"] = a.scratch;
+    } else {
+      x["buffer"] = a.buffer;
+    }
     if (a.kind == ActionKind::kSwapOut) x["keep"] = a.keep;
     if (a.block >= 0) x["block"] = a.block;
     actions.push_back(std::move(x));
@@ -89,11 +92,12 @@ Result<Plan> PlanFromJson(const std::string& text) {
       if (!ParseActionKind(kind, &a.kind)) return Corrupt("unknown action kind '" + kind + "'");
       a.after = x.at("after").get<int32_t>();
       KARMA_ASSIGN_OR_RETURN(a.before, ReadOptionalOp(x, "before"));
-      if (a.kind == ActionKind::kRecompute) a.ops = x.at("ops").get<std::vector<trace::OpId>>();
-      if (a.kind == ActionKind::kRecompute && x.contains("scratch")) {
-        a.scratch = x.at("scratch").get<std::vector<trace::BufferId>>();
+      if (a.kind == ActionKind::kRecompute) {
+        a.ops = x.at("ops").get<std::vector<trace::OpId>>();
+        if (x.contains("scratch")) a.scratch = x.at("scratch").get<std::vector<trace::BufferId>>();
+      } else {
+        a.buffer = x.at("buffer").get<trace::BufferId>();
       }
-      else a.buffer = x.at("buffer").get<trace::BufferId>();
       a.keep = x.value("keep", false);
       a.block = x.value("block", -1);
       p.actions.push_back(std::move(a));

@@ -31,6 +31,22 @@ TEST(PlanIo, RoundTripsEveryField) {
   EXPECT_EQ(*back, p);
 }
 
+// A recompute action names ops, never a buffer, with or without scratch outputs; a version-1 file's recompute
+// (no "scratch") reads as one without scratch outputs.
+TEST(PlanIo, RecomputeActionsCarryOpsAndOptionalScratchButNoBuffer) {
+  Plan p = SamplePlan();
+  p.actions[3].scratch.clear();
+  const std::string text = PlanToJson(p, -1);
+  EXPECT_EQ(text.find("\"buffer\":4294967295"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"scratch\""), std::string::npos) << text;
+  auto old = PlanFromJson(R"({"format": "karma-plan", "version": 1, "actions": [)"
+                          R"({"kind": "recompute", "after": 6, "before": 7, "ops": [1, 2]}]})");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  ASSERT_EQ(old->actions.size(), 1u);
+  EXPECT_EQ(old->actions[0].ops, (std::vector<trace::OpId>{1, 2}));
+  EXPECT_TRUE(old->actions[0].scratch.empty());
+}
+
 TEST(PlanIo, RefusesNewerVersionsAndMalformedFiles) {
   std::string text = PlanToJson(SamplePlan());
   const std::string version = "\"version\": 2";
