@@ -14,37 +14,42 @@ void AddUnique(std::vector<trace::BufferId>& v, trace::BufferId b) {
 
 }  // namespace
 
+ChainUse UseInChain(const AccessModel& acc, const std::vector<trace::OpId>& ops, trace::BufferId b) {
+  auto has = [b](const std::vector<trace::BufferId>& v) { return std::find(v.begin(), v.end(), b) != v.end(); };
+  ChainUse u;
+  for (trace::OpId o : ops) {
+    const bool reads = has(acc.ops[o].reads);
+    if (!reads && !has(acc.ops[o].writes)) continue;
+    if (u.first == trace::kNone) {
+      u.first = o;
+      u.overwrites = !reads;
+    }
+    u.last = o;
+  }
+  return u;
+}
+
 std::vector<trace::BufferId> ScratchOutputs(const AccessModel& acc, const std::vector<trace::OpId>& ops,
                                             uint32_t before) {
-  auto has = [](const std::vector<trace::BufferId>& v, trace::BufferId b) {
-    return std::find(v.begin(), v.end(), b) != v.end();
-  };
-  std::vector<trace::BufferId> out;
+  std::vector<trace::BufferId> written;
   for (trace::OpId op : ops) {
-    for (trace::BufferId b : acc.ops[op].writes) {
-      if (has(out, b) || acc.persistent[b]) continue;
-      trace::OpId first = trace::kNone;  // the chain's first op that uses b: it must not read it
-      for (trace::OpId o : ops) {
-        if (has(acc.ops[o].reads, b) || has(acc.ops[o].writes, b)) {
-          first = o;
-          break;
-        }
-      }
-      if (first != op || has(acc.ops[op].reads, b)) continue;
-      trace::OpId last = op;  // the chain's last op that uses b
-      for (trace::OpId o : ops) {
-        if (has(acc.ops[o].reads, b) || has(acc.ops[o].writes, b)) last = std::max(last, o);
-      }
-      // Written from outside the chain after its last use of b (and not in between: the chain would read that).
-      bool newer = false, between = false;
-      for (uint32_t o : acc.uses[b]) {
-        if (o <= op || o >= before || std::find(ops.begin(), ops.end(), o) != ops.end()) continue;
-        if (!has(acc.ops[o].writes, b)) continue;
-        (o > last ? newer : between) = true;
-      }
-      // Only where that value is read again: a dead one may as well be overwritten in place.
-      if (newer && !between && ValueReadFrom(acc, b, before)) out.push_back(b);
+    for (trace::BufferId b : acc.ops[op].writes) AddUnique(written, b);
+  }
+  std::vector<trace::BufferId> out;
+  for (trace::BufferId b : written) {
+    if (acc.persistent[b]) continue;
+    const ChainUse u = UseInChain(acc, ops, b);
+    if (!u.overwrites) continue;
+    // Written from outside the chain after its last use of b (and not in between: the chain would read that).
+    bool newer = false, between = false;
+    for (uint32_t o : acc.uses[b]) {
+      if (o <= u.first || o >= before || std::find(ops.begin(), ops.end(), o) != ops.end()) continue;
+      const std::vector<trace::BufferId>& w = acc.ops[o].writes;
+      if (std::find(w.begin(), w.end(), b) == w.end()) continue;
+      (o > u.last ? newer : between) = true;
     }
+    // Only where that value is read again: a dead one may as well be overwritten in place.
+    if (newer && !between && ValueReadFrom(acc, b, before)) out.push_back(b);
   }
   std::sort(out.begin(), out.end());
   return out;

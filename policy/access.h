@@ -46,6 +46,15 @@ AccessModel BuildAccessModel(const trace::Iteration& it);
 // that does not read it gives the buffer a new value, or (carried over) by the next iteration.
 bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t op);
 
+// How the ops of a recompute chain (ascending) use buffer `b`: the first and the last that read or write it
+// (trace::kNone: none does), and whether that first one writes it without reading it (the chain gives it a new
+// value, whatever it held before).
+struct ChainUse {
+  trace::OpId first = trace::kNone, last = trace::kNone;
+  bool overwrites = false;
+};
+ChainUse UseInChain(const AccessModel& acc, const std::vector<trace::OpId>& ops, trace::BufferId b);
+
 // The outputs of re-running `ops` (ascending) right before op `before` that go to scratch memory: buffers the
 // chain writes before it reads them, which an op outside the chain writes again after the chain's last use of them
 // and before `before` (memory a caching allocator gave to a later tensor), and not in between, where that newer

@@ -242,13 +242,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
           rb.origin != Origin::kArena || OwnedPageBytes(rb.address, rb.bytes) == 0) {
         continue;
       }
-      bool overwrites = false;  // the recompute's first op that uses b writes it without reading it
-      for (trace::OpId op : rc.ops) {
-        if (!Contains(acc.ops[op].reads, b) && !Contains(acc.ops[op].writes, b)) continue;
-        overwrites = !Contains(acc.ops[op].reads, b);
-        break;
-      }
-      if (!overwrites) continue;
+      if (!policy::UseInChain(acc, rc.ops, b).overwrites) continue;
       // Its last use before the recompute: an op, or another recompute (which runs before its op).
       int64_t last = -1;
       for (uint32_t p = 0; p < rc.before; ++p) {

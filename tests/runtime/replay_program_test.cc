@@ -10,6 +10,7 @@
 
 #include "runtime/session/planning.h"
 #include "runtime/session/replay_program.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace karma::rt {
 namespace {
@@ -74,21 +75,11 @@ ReplayProgram::Move MoveOf(const ReplayProgram& p, uint32_t entry, trace::Buffer
   return ReplayProgram::Move::kPrefetch;
 }
 
-// Re-running `ops` right before op `before`.
-policy::Action RecomputeAction(std::vector<trace::OpId> ops, uint32_t before) {
-  policy::Action rc;
-  rc.kind = policy::ActionKind::kRecompute;
-  rc.ops = std::move(ops);
-  rc.before = before;
-  rc.after = static_cast<int32_t>(before) - 1;
-  return rc;
-}
-
 policy::Plan RecomputeOp0Before4() {
   policy::Plan plan;
   plan.strategy = "karma";
   plan.managed_memory = true;
-  plan.actions.push_back(RecomputeAction({0}, 4));
+  plan.actions.push_back(testing::Recompute({0}, 4));
   return plan;
 }
 
@@ -133,7 +124,7 @@ TEST(CompileProgram, DiscardSwappedInButNotReadBeforeTheRebuildIsADiscard) {
 TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
   const RecordedIteration rec = FiveOps(false);
   policy::Plan plan = RecomputeOp0Before4();
-  plan.actions.insert(plan.actions.begin(), RecomputeAction({1}, 3));
+  plan.actions.insert(plan.actions.begin(), testing::Recompute({1}, 3));
   plan.actions.push_back(Act(policy::ActionKind::kDiscard, 0, 1));
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
@@ -327,7 +318,7 @@ TEST(CompileProgram, DeadValueARecomputeRebuildsIsRepopulatedBeforeTheCallThatOv
   rec.it.ops[1].kind = trace::OpKind::kLibrary;
   rec.buffers[1].exact = true;  // a recompute's outputs must be
   policy::Plan plan = ManagedPlan(4u << 20);
-  plan.actions.push_back(RecomputeAction({1}, 4));
+  plan.actions.push_back(testing::Recompute({1}, 4));
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   const ReplayProgram& p = **prog;
@@ -346,7 +337,7 @@ TEST(CompileProgram, ValueARecomputeOverwritesInKeptMemoryIsDiscardedAfterItsLas
   RecordedIteration rec = FiveOpsInKeptMemory();
   rec.buffers[0].exact = true;  // a recompute's outputs must be
   policy::Plan plan = ManagedPlan(64u << 20);
-  plan.actions.push_back(RecomputeAction({0}, 4));
+  plan.actions.push_back(testing::Recompute({0}, 4));
   auto prog = CompileProgram(rec, plan);
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   const ReplayProgram& p = **prog;
@@ -380,7 +371,7 @@ TEST(CompileProgram, ARecomputesScratchOutputsAreKeptApartFromTheBuffersItUses) 
   RecordedIteration rec = FiveOpsInKeptMemory();
   rec.buffers[1].exact = true;  // a recompute's outputs must be
   policy::Plan plan = ManagedPlan(64u << 20);
-  policy::Action rc = RecomputeAction({1}, 4);  // op 1 writes buffer 1, which ops 2 and 3 write again
+  policy::Action rc = testing::Recompute({1}, 4);  // op 1 writes buffer 1, which ops 2 and 3 write again
   rc.scratch = {1};
   plan.actions.push_back(rc);
   auto prog = CompileProgram(rec, plan);
