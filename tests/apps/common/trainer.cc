@@ -69,8 +69,15 @@ class MallocAllocator : public Allocator {
 // PyTorch's default scheme: requests up to 1 MiB come from 2 MiB segments, larger ones from 20 MiB segments
 // (or a segment of their own size, rounded to 2 MiB, above 10 MiB); freed blocks stay cached, best fit with
 // splitting and coalescing; when cudaMalloc fails, empty cached segments are released and it is tried again.
+//
+// With `drift`, each iteration begins by holding two blocks no kernel touches, of sizes that change from one
+// iteration to the next without a period (1 to 4 MiB from the large pool, 512 B to 64 KiB from the small one), and
+// releases the previous iteration's; and in about half the iterations (chosen the same way) a split block gives
+// its end rather than its start. The tensors of an iteration land at other offsets than the last one's, as
+// PyTorch's do when the state of its free lists differs between iterations.
 class SegmentAllocator : public Allocator {
  public:
+  explicit SegmentAllocator(bool drift = false) : drift_(drift) {}
   ~SegmentAllocator() override {
     for (auto& [base, seg] : segments_) cudaFree(reinterpret_cast<void*>(base));
   }
@@ -91,6 +98,13 @@ class SegmentAllocator : public Allocator {
     b.free = false;
     const uint64_t rest = block_size - size;
     if (rest >= (small ? 512 : karma::kMiB)) {  // split off the remainder as a free block
+      if (from_end_) {  // drift: the tensor takes the end of the block, the remainder stays free at its start
+        b.size = rest;
+        b.free = true;
+        pool.insert({rest, addr});
+        blocks_[addr + rest] = Block{size, false, b.segment};
+        return reinterpret_cast<void*>(addr + rest);
+      }
       b.size = size;
       blocks_[addr + size] = Block{rest, true, b.segment};
       pool.insert({rest, addr + size});
@@ -122,6 +136,17 @@ class SegmentAllocator : public Allocator {
       }
     }
     pool.insert({it->second.size, it->first});
+  }
+
+  void BeginIteration(int iteration) override {
+    if (!drift_) return;
+    for (void* p : shims_) Free(p);
+    shims_.clear();
+    const uint64_t h = Mix(static_cast<uint64_t>(iteration) + 0x5eed);
+    from_end_ = false;
+    shims_.push_back(Alloc(kSmallLimit + 1 + (h % 4) * karma::kMiB));
+    shims_.push_back(Alloc(512 * (1 + (h >> 8) % 128)));
+    from_end_ = (h >> 16) % 2 == 1;
   }
 
  private:
@@ -171,6 +196,9 @@ class SegmentAllocator : public Allocator {
   std::map<uintptr_t, Segment> segments_;
   std::map<uintptr_t, Block> blocks_;  // every block of every segment, by address
   std::set<std::pair<uint64_t, uintptr_t>> small_free_, large_free_;  // (size, address): best fit
+  bool drift_ = false;
+  bool from_end_ = false;     // this iteration splits blocks from their end (drift)
+  std::vector<void*> shims_;  // this iteration's untouched blocks (drift)
 };
 
 // ---- output ---------------------------------------------------------------------------------------------
@@ -307,6 +335,7 @@ std::unique_ptr<Allocator> MakeAllocator(AllocMode mode, cudaStream_t stream) {
     case AllocMode::kAsync: return std::make_unique<AsyncAllocator>(stream);
     case AllocMode::kMalloc: return std::make_unique<MallocAllocator>();
     case AllocMode::kSegments: return std::make_unique<SegmentAllocator>();
+    case AllocMode::kDrift: return std::make_unique<SegmentAllocator>(true);
   }
   return nullptr;
 }
@@ -429,8 +458,9 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
       ->excludes(footprint_opt);
   cli.add_option("--alloc", alloc_text,
                  "async: cudaMallocAsync per tensor; segments: caching allocator over cudaMalloc segments "
-                 "(PyTorch's default); malloc: cudaMalloc per tensor")
-      ->check(CLI::IsMember({"async", "segments", "malloc"}))
+                 "(PyTorch's default); drift: the same, each iteration's tensors at other offsets than the last "
+                 "one's (as PyTorch's may be); malloc: cudaMalloc per tensor")
+      ->check(CLI::IsMember({"async", "segments", "drift", "malloc"}))
       ->capture_default_str();
   cli.add_option("--width", shape.width, "features per layer")->check(CLI::Range(1, 4096))->capture_default_str();
   cli.add_option("--depth", shape.depth, "layers (blocks for skipnet)")->check(CLI::Range(1, 1024))->capture_default_str();
@@ -438,6 +468,10 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
                  "virtual flops a layer kernel declares per output element (models a convolution)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bool mark = false;
+  cli.add_flag("--mark", mark,
+               "call karma_iteration_begin() before each iteration when libkarma.so is loaded (explicit iteration "
+               "marks instead of detection)");
   cli.add_option("--seed", shape.seed, "seed of the synthetic data and weights")->capture_default_str();
   int shards = 1;
   bool host_optimizer = false, mpi = false;
@@ -485,8 +519,9 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   if (const size_t r = timeline.find("%r"); r != std::string::npos) {
     timeline.replace(r, 2, std::to_string(exchange->rank()));
   }
-  const AllocMode mode = alloc_text == "async"   ? AllocMode::kAsync
+  const AllocMode mode = alloc_text == "async"    ? AllocMode::kAsync
                          : alloc_text == "malloc" ? AllocMode::kMalloc
+                         : alloc_text == "drift"  ? AllocMode::kDrift
                                                   : AllocMode::kSegments;
 
   cudaDeviceProp prop;
@@ -543,7 +578,11 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   cudaEvent_t start = nullptr, stop = nullptr;
   Check(cudaEventCreate(&start), "cudaEventCreate");
   Check(cudaEventCreate(&stop), "cudaEventCreate");
+  using MarkFn = void (*)();
+  const auto mark_fn = mark ? reinterpret_cast<MarkFn>(dlsym(RTLD_DEFAULT, "karma_iteration_begin")) : nullptr;
   for (int i = 0; i < iters; ++i) {
+    if (mark_fn != nullptr) mark_fn();
+    allocator->BeginIteration(i);
     Check(cudaEventRecord(start, stream), "cudaEventRecord");
     double backward_begin = 0;
     for (int k = 0; k < local; ++k) {

@@ -22,7 +22,7 @@ namespace apps {
 void Check(cudaError_t e, const char* what);
 void Check(cublasStatus_t s, const char* what);
 
-enum class AllocMode { kAsync, kSegments, kMalloc };
+enum class AllocMode { kAsync, kSegments, kMalloc, kDrift };
 
 // Device memory for tensors. Every allocation failure exits through Check.
 class Allocator {
@@ -30,9 +30,12 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* Alloc(size_t bytes) = 0;
   virtual void Free(void* p) = 0;
+  // Called before each training iteration.
+  virtual void BeginIteration(int /*iteration*/) {}
 };
 // kAsync: cudaMallocAsync / cudaFreeAsync per tensor; kMalloc: cudaMalloc / cudaFree per tensor; kSegments: a
-// caching allocator that sub-allocates large cudaMalloc segments, as PyTorch's default allocator does.
+// caching allocator that sub-allocates large cudaMalloc segments, as PyTorch's default allocator does; kDrift: the
+// same, with each iteration's tensors placed at other offsets than the last one's (see SegmentAllocator).
 std::unique_ptr<Allocator> MakeAllocator(AllocMode mode, cudaStream_t stream);
 
 // What one iteration runs with. In a dry run nothing reaches CUDA: allocations are only counted, so the ideal
