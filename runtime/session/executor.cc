@@ -50,10 +50,11 @@ void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t ba
   // Allocations are matched by their order within an iteration. Installed right at an iteration's start, a first
   // program missed the allocations the application made before that iteration's first launch.
   if (prog_ == nullptr && next_op != UINT64_MAX && next_op >= base && (next_op - base) % program->period == 0) {
-    untrusted_iteration_ = (next_op - base) / program->period;
+    untrusted_iteration_ = IterationIndex(next_op, base, program->period);
   }
   pending_ = std::move(program);
-  base_ = base;
+  // UINT64_MAX: from the next marker on (OnMarker sets the base); a running program goes on until then.
+  if (base != UINT64_MAX || prog_ == nullptr) base_ = base;
   device_ = device;
   stats_->measures_stalls.store(1, std::memory_order_relaxed);
   armed_.store(true, std::memory_order_relaxed);
@@ -228,7 +229,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   for (uint32_t op = 0; op < p.period; ++op) {
     if (p.in_recompute[op]) launches_[op] = p.relaunch[op];  // until this iteration's launch replaces it
   }
-  TrackAllocationsLocked(p, (n - base_) / p.period);
+  TrackAllocationsLocked(p, IterationIndex(n, base_, p.period));
   cudaEvent_t start = RecordLocked(p.stream[0]);
   busy_from_ = iteration_start_;
   busy_to_ = start;
@@ -848,7 +849,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
       errors.Failed();
     }
   }
-  TrackAllocationsLocked(*p, (next_op - base_) / p->period);
+  TrackAllocationsLocked(*p, IterationIndex(next_op, base_, p->period));
   const uint32_t k = ordinal_++;
   if (k >= alloc_base_.size()) return;
   if (p->alloc_size[k] != size) {
@@ -900,6 +901,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
 void Executor::OnMarker(uint64_t next_op) {
   std::lock_guard<std::mutex> lock(mu_);
   base_ = next_op;  // positions count from the marked start
+  marks_++;
 }
 
 }  // namespace karma::rt

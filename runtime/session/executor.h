@@ -59,7 +59,8 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // From the worker: run `program` from the next iteration start on. `base` is the number of an op that starts
-  // an iteration; `next_op`, where given, the number of the op the application launches next.
+  // an iteration, or UINT64_MAX for the next explicit marker (OnMarker); `next_op`, where given, the number of the
+  // op the application launches next.
   void Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device,
                uint64_t next_op = UINT64_MAX);
   // Stops replaying (re-recording, degradation); in-flight work completes on its own.
@@ -119,6 +120,11 @@ class Executor {
   // waited for by `then`); false when either call failed.
   bool OrderLocked(StreamKey first, cudaStream_t then);
   void StartIterationLocked(uint64_t n);
+  // Which iteration op number n belongs to, for allocation tracking: each marker starts a new count (positions
+  // restart there), so that iterations stay distinct when every one starts at position 0 of a new base.
+  uint64_t IterationIndex(uint64_t n, uint64_t base, uint32_t period) const {
+    return (marks_ << 32) | ((n - base) / period);
+  }
   // Allocations are counted per iteration (the first allocation, or the start, of an iteration resets them).
   void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);
   void MeasureLocked(bool final);
@@ -166,6 +172,7 @@ class Executor {
   std::shared_ptr<const ReplayProgram> pending_;  // installed, waiting for an iteration start
   bool idle_ = false;                             // prog_ moves nothing (ReplayProgram::Idle)
   uint64_t base_ = 0;
+  uint64_t marks_ = 0;  // explicit iteration markers seen (OnMarker)
   int device_ = 0;
   cudaStream_t in_ = nullptr, out_ = nullptr, aux_ = nullptr;
   bool streams_failed_ = false;

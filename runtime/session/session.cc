@@ -999,8 +999,8 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
         LastErrorScope errors(api_);
         if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
       }
-      const uint64_t base = marker_mode_ ? op_counter_.load(std::memory_order_relaxed)
-                                         : counted_boundary_.load(std::memory_order_relaxed) - period;
+      // With markers the program starts at the next one (OnMarker sets the base); until then nothing is replayed.
+      const uint64_t base = marker_mode_ ? UINT64_MAX : counted_boundary_.load(std::memory_order_relaxed) - period;
       executor_.Install(std::move(program).value(), base, device, op_counter_.load(std::memory_order_relaxed));
       SetState(live::State::kReplaying);
       return Status::Ok();

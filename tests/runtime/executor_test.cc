@@ -385,5 +385,53 @@ TEST_F(ExecutorTest, AProgramInstalledAtAnIterationsStartValidatesInTheNextItera
   e.Uninstall();
 }
 
+// With explicit markers each marked iteration restarts the positions at a new base: its allocations are still
+// its own (counted afresh), so the recompute is checked in the first marked iteration and then runs in every one.
+// A program made in the middle of an iteration starts at the next marker.
+TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 3 + 2);
+  auto produce = [o = out.get(), x = in.get()] {
+    for (uint64_t i = 0; i < kBytes; ++i) o[i] = static_cast<unsigned char>(x[i] ^ 0x33);
+  };
+  int launches = 0;
+  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
+    ++launches;
+    produce();
+    return true;
+  });
+  const uint64_t target = reinterpret_cast<uint64_t>(out.get());
+  auto program = std::make_shared<ReplayProgram>(*RecomputeProgram(target, reinterpret_cast<uint64_t>(in.get()), producer));
+  program->buffers[0].allocated_inside = true;
+  program->buffers[0].alloc_ordinal = 0;
+  program->alloc_size = {kBytes};
+  Executor e(api_, &stats_);
+  e.Install(program, UINT64_MAX, 0, 7);  // planned while op 7 runs: nothing until the next marker
+  bool wants = false;
+  EXPECT_EQ(e.Before(7, 22, 0, {}, &wants), Executor::kNoPosition);
+  uint64_t n = 8;
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    SCOPED_TRACE(iteration);
+    n += 5;  // ops outside the iteration (a data loader's copies, a log line) between the marked ones
+    e.OnMarker(n);
+    e.OnAllocation(target, kBytes, n, 0, false);
+    for (uint32_t pos = 0; pos < 3; ++pos) {
+      const uint32_t at = e.Before(n + pos, 11 * (pos + 1), 0, {}, &wants);
+      ASSERT_EQ(at, pos);
+      if (pos == 0) {
+        produce();
+        e.SetLaunch(at, producer);
+      }
+      e.After(at, true);
+    }
+    EXPECT_EQ(launches, iteration + 1);  // the check, then the recompute of every later iteration
+    EXPECT_FALSE(e.rejected_ops()[0]);
+  }
+  EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
+  e.Uninstall();
+}
+
 }  // namespace
 }  // namespace karma::rt
