@@ -166,6 +166,10 @@ void Executor::Flush() {
 }
 
 void Executor::StartIterationLocked(uint64_t n) {
+  if (replaced_ != 0) {
+    KARMA_LOG(kDebug, "{} sub-buffers found elsewhere than in the iteration before", replaced_);
+    replaced_ = 0;
+  }
   iteration_++;
   if (running_ && diverged_) {
     divergent_streak_++;
@@ -200,6 +204,8 @@ void Executor::StartIterationLocked(uint64_t n) {
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
     evicted_.clear();  // the previous program's buffers
+    shift_.assign(prog_->buffers.size(), 0);
+    placed_in_.assign(prog_->buffers.size(), UINT64_MAX);
     replayed_ = 0;
     peak_position_ = static_cast<uint32_t>(
         std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
@@ -248,7 +254,7 @@ void Executor::SetLaunch(uint32_t position, Relaunch launch) {
 }
 
 uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands,
-                          bool* wants_launch, const HoldsPointer& holds_pointer) {
+                          bool* wants_launch, const HoldsPointer& holds_pointer, const ReadPointer& read_pointer) {
   *wants_launch = false;
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
@@ -264,6 +270,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
       DivergeLocked();
       return kNoPosition;
     }
+    if (pos < prog.anchors.size() && !prog.anchors[pos].empty()) PlaceAnchoredLocked(pos, read_pointer);
     // Actions anchored after the previous op go out now rather than right after its launch: the frees the
     // application makes in between (the plan's "freed after its last use") then happen before the prefetches
     // that count on that room.
@@ -319,11 +326,39 @@ void Executor::After(uint32_t pos, bool ok) {
   }
 }
 
+void Executor::PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer) {
+  if (!read_pointer) return;
+  const ReplayProgram& p = *prog_;
+  for (const Anchor& a : p.anchors[pos]) {
+    Pointer now;
+    if (!read_pointer(a.slot, &now)) continue;
+    const uint64_t shift = now.value - a.pointer;
+    for (trace::BufferId b : a.buffers) {
+      const uint64_t addr = p.buffers[b].address + shift;
+      // Bytes past the allocation are no tensor's: the operand no longer shows this sub-buffer.
+      if (addr < now.alloc_start || addr - now.alloc_start > now.alloc_bytes ||
+          p.buffers[b].bytes > now.alloc_start + now.alloc_bytes - addr) {
+        continue;
+      }
+      if (shift_[b] != shift) {
+        shift_[b] = shift;
+        away_[b] = 0;  // its new place is not one the executor moved
+        replaced_++;
+      }
+      placed_in_[b] = iteration_;
+    }
+  }
+}
+
+bool Executor::PlacedLocked(trace::BufferId b) const {
+  return b >= prog_->anchored.size() || !prog_->anchored[b] || placed_in_[b] == iteration_;
+}
+
 bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
   const ReplayBuffer& rb = prog_->buffers[b];
   r->bytes = rb.bytes;
   if (!rb.allocated_inside) {
-    r->addr = rb.address;
+    r->addr = rb.address + shift_[b];
     return true;
   }
   if (rb.alloc_ordinal >= alloc_base_.size()) return false;
@@ -401,8 +436,8 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     Range r;
     if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
     ReplayProgram::Move move = it.move;
-    if (move == ReplayProgram::Move::kDiscard &&
-        (checks_[it.recompute] != Check::kValid || alloc_iteration_ == untrusted_iteration_)) {
+    if (move == ReplayProgram::Move::kDiscard && (checks_[it.recompute] != Check::kValid ||
+                                                  alloc_iteration_ == untrusted_iteration_ || !PlacedLocked(it.buffer))) {
       move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it, or not here: keep the value
     }
     switch (move) {
@@ -481,7 +516,8 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
       covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= owned.addr &&
                             owned.addr + owned.bytes <= o.ptr + o.bytes);
     }
-    for (const auto& [addr, bytes] : prog_->written[pos]) {
+    for (const auto& [recorded, bytes] : prog_->written[pos]) {
+      const uint64_t addr = recorded + shift_[b];  // where the write is if it moved with b
       covered = covered || (addr <= owned.addr && owned.addr + owned.bytes <= addr + bytes && holds_pointer &&
                             holds_pointer(addr));
     }
@@ -637,8 +673,8 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
     AddressMap map;
     for (trace::BufferId b : p.uses[op]) {
       const ReplayBuffer& rb = p.buffers[b];
-      // Where the launch's pointer points: this iteration's allocation for a fresh launch, the recording's else.
-      uint64_t from = rb.address;
+      // Where the launch's pointer points: this iteration's place for a fresh launch, the recording's else.
+      uint64_t from = rb.address + (fresh_[op] ? shift_[b] : 0);
       if (fresh_[op] && rb.allocated_inside) {
         if (rb.alloc_ordinal >= alloc_base_.size() || alloc_base_[rb.alloc_ordinal] == 0) continue;
         from = alloc_base_[rb.alloc_ordinal] + (rb.address - rb.alloc_start);

@@ -72,9 +72,16 @@ class Executor {
   // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).
   // `holds_pointer`: for a kernel, whether its arguments hold a given pointer (asked only where the plan relies
   // on where the kernel writes); empty: unknown.
+  // `read_pointer`: the pointer this call passes at an operand slot (ops.h) and the allocation it lies in; false
+  // when the call has no such word or it points into no allocation the executor may move. Empty: unknown.
   using HoldsPointer = std::function<bool(uint64_t)>;
+  struct Pointer {
+    uint64_t value = 0;
+    uint64_t alloc_start = 0, alloc_bytes = 0;
+  };
+  using ReadPointer = std::function<bool(uint32_t slot, Pointer*)>;
   uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands, bool* wants_launch,
-                  const HoldsPointer& holds_pointer = {});
+                  const HoldsPointer& holds_pointer = {}, const ReadPointer& read_pointer = {});
   // This iteration's launch of the op at `position`: a recompute re-runs ops with the arguments of the current
   // iteration (random seeds and step counters change between iterations).
   void SetLaunch(uint32_t position, Relaunch launch);
@@ -129,6 +136,11 @@ class Executor {
   void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);
   void MeasureLocked(bool final);
   void SampleDeviceLocked();
+  // Where the op at `pos` shows its anchored sub-buffers to be (ReplayProgram::anchors).
+  void PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer);
+  // Whether a discard of b would hit b: an anchored sub-buffer only once an operand has shown where it is in this
+  // iteration.
+  bool PlacedLocked(trace::BufferId b) const;
   // Where buffer b is now; false when its allocation is not live in this iteration.
   bool AddressLocked(trace::BufferId b, Range* r) const;
   // The range a prefetch, eviction or discard of b covers: its bytes, or its arena block's whole pages.
@@ -193,6 +205,11 @@ class Executor {
   std::vector<cudaEvent_t> evicted_;     // per buffer: its last eviction's completion event
   std::vector<cudaEvent_t> evicted_before_;  // the same for the previous iteration (its events are not reused yet)
   std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
+  // Per buffer in memory the application keeps: how far from its recorded address the application's operands
+  // last showed it (an anchored sub-buffer; 0 for the others), and the iteration they showed it in.
+  std::vector<uint64_t> shift_;
+  std::vector<uint64_t> placed_in_;
+  uint64_t replaced_ = 0;  // anchored sub-buffers found elsewhere than the iteration before (for the log)
   std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
   uint32_t divergent_streak_ = 0;
   uint32_t replayed_ = 0;       // iterations of the running program started so far

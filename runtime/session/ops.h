@@ -13,6 +13,13 @@ namespace karma::rt {
 
 enum class Access : uint8_t { kRead = 1, kWrite = 2, kReadWrite = 3, kTouch = 4 };
 
+// Where a pointer operand sits in a call, so that the same operand of a later call can be read: a word of the
+// kernel's arguments (parameter index << 15 | byte offset inside the parameter), a word of cuLaunchKernel's packed
+// argument buffer (kExtraSlot | byte offset), or a library call's operand (kOperandSlot | index).
+constexpr uint32_t kNoSlot = UINT32_MAX;
+constexpr uint32_t kExtraSlot = 1u << 31;
+constexpr uint32_t kOperandSlot = 1u << 30;
+
 // A pointer operand whose direction the API defines (library calls, copies, memsets).
 struct Operand {
   uint64_t ptr = 0;

@@ -1,6 +1,7 @@
 // Parameter layouts and argument scanning.
 #include "runtime/session/param_scan.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace karma::rt {
@@ -11,14 +12,19 @@ constexpr size_t kMaxParams = 32764;
 // `extra` is a short list of (key, value) pairs; a longer one is not a valid array.
 constexpr int kMaxExtraPairs = 64;
 
-// Calls f(word) for every aligned 8-byte word of [p, p + size) until f returns true; true when it did.
+// Parameter slots: index << kIndexShift | byte offset (param_scan.h).
+constexpr uint32_t kIndexShift = 15;
+constexpr uint32_t kOffsetMask = (1u << kIndexShift) - 1;
+
+// Calls f(word, slot) for every aligned 8-byte word of [p, p + size) until f returns true; true when it did. The
+// word at byte offset `off` has slot `base | off`.
 template <typename F>
-bool AnyWord(const void* p, size_t size, F f) {
+bool AnyWord(const void* p, size_t size, uint32_t base, F f) {
   const auto* bytes = static_cast<const unsigned char*>(p);
   for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
     uint64_t word;
     std::memcpy(&word, bytes + off, sizeof(word));  // arguments need not be 8-byte aligned in host memory
-    if (f(word)) return true;
+    if (f(word, base | static_cast<uint32_t>(off))) return true;
   }
   return false;
 }
@@ -28,7 +34,9 @@ template <typename F>
 bool AnyParamWord(const ParamLayout& layout, void* const* args, F f) {
   if (!layout.known || args == nullptr) return false;
   for (size_t i = 0; i < layout.params.size(); ++i) {
-    if (args[i] != nullptr && layout.params[i].size >= sizeof(uint64_t) && AnyWord(args[i], layout.params[i].size, f)) {
+    const size_t size = std::min<size_t>(layout.params[i].size, kOffsetMask + 1);
+    if (args[i] != nullptr && size >= sizeof(uint64_t) &&
+        AnyWord(args[i], size, static_cast<uint32_t>(i) << kIndexShift, f)) {
       return true;
     }
   }
@@ -37,9 +45,9 @@ bool AnyParamWord(const ParamLayout& layout, void* const* args, F f) {
 
 // A visitor that records every word pointing into a registered buffer (and never stops the scan).
 auto Collector(const Registry::Reader& registry, std::vector<PointerHit>* hits) {
-  return [&registry, hits](uint64_t word) {
+  return [&registry, hits](uint64_t word, uint32_t slot) {
     if (word == 0) return false;
-    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e});
+    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e, slot});
     return false;
   };
 }
@@ -90,14 +98,36 @@ void ScanKernelArgs(const ParamLayout& layout, void* const* args, const Registry
 }
 
 void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& registry, std::vector<PointerHit>* hits) {
-  if (data != nullptr) AnyWord(data, size, Collector(registry, hits));
+  if (data != nullptr) AnyWord(data, std::min<size_t>(size, kOperandSlot), kExtraSlot, Collector(registry, hits));
 }
 
 bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word) {
-  auto is = [word](uint64_t w) { return w == word; };
+  auto is = [word](uint64_t w, uint32_t) { return w == word; };
   const void* data = nullptr;
   size_t size = 0;
-  return (FindExtraBuffer(extra, &data, &size) && AnyWord(data, size, is)) || AnyParamWord(layout, args, is);
+  return (FindExtraBuffer(extra, &data, &size) && AnyWord(data, size, kExtraSlot, is)) ||
+         AnyParamWord(layout, args, is);
+}
+
+bool ReadArgWord(const ParamLayout& layout, void* const* args, void* const* extra, uint32_t slot, uint64_t* word) {
+  const unsigned char* p = nullptr;
+  if (slot == kNoSlot || (slot & kOperandSlot) != 0) return false;
+  if ((slot & kExtraSlot) != 0) {
+    const void* data = nullptr;
+    size_t size = 0;
+    const size_t off = slot & ~kExtraSlot;
+    if (!FindExtraBuffer(extra, &data, &size) || off + sizeof(uint64_t) > size) return false;
+    p = static_cast<const unsigned char*>(data) + off;
+  } else {
+    const size_t i = slot >> kIndexShift, off = slot & kOffsetMask;
+    if (!layout.known || args == nullptr || i >= layout.params.size() || args[i] == nullptr ||
+        off + sizeof(uint64_t) > layout.params[i].size) {
+      return false;
+    }
+    p = static_cast<const unsigned char*>(args[i]) + off;
+  }
+  std::memcpy(word, p, sizeof(*word));
+  return true;
 }
 
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size) {

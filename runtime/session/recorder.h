@@ -40,6 +40,7 @@ struct RecordedUse {
   bool updates = false;
   bool gaps = false;  // the extent has bytes the operand skips (Operand::gaps): not one tensor's, not all written
   bool workspace = false;  // a library call's scratch memory (Operand::workspace)
+  uint32_t slot = kNoSlot;  // where the pointer sits in the call (ops.h)
 };
 
 // The bytes a use held before its op ran, compared with what the op left there (OpScope::End).
@@ -135,6 +136,16 @@ struct ReplayBuffer {
   uint32_t alloc_ordinal = UINT32_MAX;
 };
 
+// A pointer operand of an op into memory the application sub-allocates and keeps (a caching allocator's
+// segments): the same operand of a later iteration's op shows where those sub-buffers are then. Such an allocator
+// may place an iteration's tensors at other offsets than the recorded iteration's (PyTorch's does, as the state
+// of its free lists changes); the sub-buffers move with their pointer.
+struct Anchor {
+  uint32_t slot = kNoSlot;                // where the pointer sits in the call (ops.h)
+  uint64_t pointer = 0;                   // its value in the recorded iteration
+  std::vector<trace::BufferId> buffers;   // the sub-buffers the operand covers
+};
+
 struct ReplayOp {
   uint64_t shape = 0;
   uint32_t stream = 0;
@@ -143,6 +154,7 @@ struct ReplayOp {
   // A kernel's ranges (address, bytes) from a pointer argument that it writes entirely without reading them
   // (RecordedUse::written).
   std::vector<std::pair<uint64_t, uint64_t>> written;
+  std::vector<Anchor> anchors;
 };
 
 // The recorded iteration as a trace, plus the executor's view of it (indexed like the trace's buffers and ops).

@@ -84,10 +84,17 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     prog->stream.push_back(rec.ops[p].stream_key);
     prog->relaunch.push_back(rec.ops[p].relaunch);
     prog->written.push_back(rec.ops[p].written);
+    prog->anchors.push_back(rec.ops[p].anchors);
     prog->reads[p] = acc.ops[p].reads;
     std::vector<trace::BufferId> uses = acc.ops[p].reads;
     for (trace::BufferId b : acc.ops[p].writes) AddUnique(uses, b);
     prog->uses.push_back(std::move(uses));
+  }
+  prog->anchored.assign(rec.buffers.size(), false);
+  for (const std::vector<Anchor>& anchors : prog->anchors) {
+    for (const Anchor& a : anchors) {
+      for (trace::BufferId b : a.buffers) prog->anchored[b] = true;
+    }
   }
   prog->alloc_size.assign(rec.allocations, 0);
   prog->in_allocation.resize(rec.allocations);

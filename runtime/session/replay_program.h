@@ -81,6 +81,12 @@ struct ReplayProgram {
   // Per op: ranges (address, bytes) a kernel writes entirely without reading them (ReplayOp::written).
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> written;
   std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
+  // Per op: its operands into memory the application sub-allocates and keeps, which show where their sub-buffers
+  // are in this iteration (Anchor); per buffer: whether some op's operand shows that (`anchored`). Such a buffer
+  // is found where the last of those operands put it; one whose place this iteration has not shown yet is not
+  // discarded (the executor evicts it instead: a discard at last iteration's place might hit another tensor).
+  std::vector<std::vector<Anchor>> anchors;
+  std::vector<bool> anchored;
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
   std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs
   size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)

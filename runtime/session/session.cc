@@ -367,6 +367,10 @@ uint64_t Session::CountOp() {
   return n;
 }
 
+const ParamLayout& Session::LayoutOf(const OpDesc& d) {
+  return d.driver ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func))) : layouts_.ForRuntime(d.func);
+}
+
 uint64_t Session::ShapeSignature(const OpDesc& d) {
   uint64_t h = HashMix(kHashSeed, static_cast<uint64_t>(d.kind));
   h = HashMix(h, reinterpret_cast<uint64_t>(d.func != nullptr ? d.func : static_cast<const void*>(d.name)));
@@ -716,6 +720,7 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     op.uses.push_back(RecordedUse{t.buffer.serial, offset, std::min(t.operand.bytes, room), t.operand.access});
     op.uses.back().gaps = t.operand.gaps;
     op.uses.back().workspace = t.operand.workspace;
+    op.uses.back().slot = t.slot;
   }
   PrefetchOperandsLocked(d, touches, rec.device);
   ProbeTouchesLocked(op, touches);
@@ -746,22 +751,31 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       bool wants_launch = false;
       Executor::HoldsPointer holds;
       if (d.kind == trace::OpKind::kKernel) {
-        holds = [this, &d](uint64_t word) {
-          const ParamLayout& layout = d.driver ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
-                                               : layouts_.ForRuntime(d.func);
-          return ArgsHoldWord(layout, d.args, d.extra, word);
-        };
+        holds = [this, &d](uint64_t word) { return ArgsHoldWord(LayoutOf(d), d.args, d.extra, word); };
       }
-      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch, holds);
+      auto read = [this, &d](uint32_t slot, Executor::Pointer* out) {
+        uint64_t word = 0;
+        if (slot == kNoSlot) return false;
+        if ((slot & kOperandSlot) != 0 && (slot & kExtraSlot) == 0) {
+          const size_t i = slot & ~kOperandSlot;
+          if (i >= d.operands.size()) return false;
+          word = d.operands[i].ptr;
+        } else if (d.kind != trace::OpKind::kKernel || !ReadArgWord(LayoutOf(d), d.args, d.extra, slot, &word)) {
+          return false;
+        }
+        Registry::Reader reader(registry_);
+        const BufferEntry* e = word != 0 ? reader.Find(word) : nullptr;
+        if (e == nullptr || (e->origin != Origin::kArena && e->origin != Origin::kAppManaged)) return false;
+        *out = Executor::Pointer{word, e->start, e->size};
+        return true;
+      };
+      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch, holds, read);
       if (scope.position_ != Executor::kNoPosition) scope.session_ = this;
       if (wants_launch) {
         try {
           Relaunch launch;
           if (d.kind == trace::OpKind::kKernel) {
-            const ParamLayout& layout = d.driver
-                                            ? layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
-                                            : layouts_.ForRuntime(d.func);
-            launch = MakeKernelRelaunch(d, layout);
+            launch = MakeKernelRelaunch(d, LayoutOf(d));
           } else if (d.relaunch) {
             launch = std::make_shared<const std::function<bool(const AddressMap&)>>(d.relaunch);
           }
@@ -787,17 +801,17 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     {
       Registry::Reader reader(registry_);
       if (d.kind == trace::OpKind::kKernel) {
-        layout = d.driver ? &layouts_.ForDriver(static_cast<CUfunction>(const_cast<void*>(d.func)))
-                          : &layouts_.ForRuntime(d.func);
+        layout = &LayoutOf(d);
         ScanKernelArgs(*layout, d.args, reader, &hits);
         const void* buf = nullptr;
         size_t size = 0;
         if (FindExtraBuffer(d.extra, &buf, &size)) ScanArgBuffer(buf, size, reader, &hits);
-        for (const PointerHit& h : hits) touches.push_back(Touch{Operand{h.value, Access::kTouch}, h.buffer});
+        for (const PointerHit& h : hits) touches.push_back(Touch{Operand{h.value, Access::kTouch}, h.buffer, h.slot});
       } else {
-        for (const Operand& o : d.operands) {
+        for (size_t i = 0; i < d.operands.size(); ++i) {
+          const Operand& o = d.operands[i];
           const BufferEntry* e = o.ptr != 0 ? reader.Find(o.ptr) : nullptr;
-          if (e != nullptr) touches.push_back(Touch{o, *e});
+          if (e != nullptr) touches.push_back(Touch{o, *e, kOperandSlot | static_cast<uint32_t>(i)});
         }
       }
     }

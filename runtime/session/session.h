@@ -133,7 +133,10 @@ class Session {
   struct Touch {
     Operand operand;
     BufferEntry buffer;
+    uint32_t slot = kNoSlot;  // where the pointer sits in the call (ops.h)
   };
+  // A kernel's parameter layout (queried once per function).
+  const ParamLayout& LayoutOf(const OpDesc& d);
   // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
   static uint64_t ShapeSignature(const OpDesc& d);
   static uint64_t Signature(uint64_t shape, const std::vector<Touch>& touches);

@@ -113,6 +113,49 @@ TEST_F(ExecutorTest, ADeadValueIsRepopulatedOnlyForACallThatWritesAllOfIt) {
   EXPECT_EQ(stats_.discarded_bytes.load(), kBytes);
 }
 
+// A caching allocator may put the tensor elsewhere in a later iteration: op 0's operand shows where (the program's
+// anchor), and the eviction after its last use moves the pages there, not the recorded ones.
+TEST_F(ExecutorTest, AnAnchoredSubBufferIsMovedWhereTheOperandShowsItNow) {
+  auto p = std::const_pointer_cast<ReplayProgram>(DeadValueProgram());
+  p->anchors.resize(2);
+  p->anchors[0].push_back(Anchor{kOperandSlot | 0, kAddr, {0}});
+  p->anchored = {true};
+  Executor e(api_, &stats_);
+  e.Install(p, 0, 0);
+  auto iteration = [&](uint64_t n, uint64_t at) {
+    const std::vector<Operand> ops = {{at, Access::kWrite, false, kBytes, true}};
+    auto read = [&](uint32_t slot, Executor::Pointer* out) {
+      if (slot != (kOperandSlot | 0)) return false;
+      *out = Executor::Pointer{ops[0].ptr, kAddr, 5 * kBytes};
+      return true;
+    };
+    bool wants = false;
+    const uint32_t p0 = e.Before(n, 11, 0, ops, &wants, {}, read);
+    ASSERT_EQ(p0, 0u);
+    e.After(p0, true);
+    const uint32_t p1 = e.Before(n + 1, 22, 0, {}, &wants, {}, read);
+    ASSERT_EQ(p1, 1u);
+    e.After(p1, true);
+  };
+  iteration(0, kAddr + 2 * kBytes);
+  iteration(2, kAddr + 2 * kBytes);
+  auto moves = TakeMoves();
+  ASSERT_FALSE(moves.empty());
+  EXPECT_EQ(moves[0].call, "prefetch");  // the eviction after op 1 of the first iteration
+  EXPECT_FALSE(moves[0].to_device);
+  EXPECT_EQ(moves[0].addr, kAddr + 2 * kBytes);
+  EXPECT_EQ(moves[0].bytes, kBytes);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[1].call, "discard+prefetch");  // op 0 writes all of it where it is now: no transfer
+  EXPECT_EQ(moves[1].addr, kAddr + 2 * kBytes);
+  // Past the end of its allocation the operand shows nothing: the buffer stays where it was last seen.
+  iteration(4, kAddr + 9 * kBytes / 2);
+  moves = TakeMoves();
+  ASSERT_FALSE(moves.empty());
+  EXPECT_EQ(moves[0].call, "prefetch");
+  EXPECT_EQ(moves[0].addr, kAddr + 2 * kBytes);
+}
+
 // The free of an arena block while a plan replays: a large block's pages are discarded, and of a small block the
 // slab pages its caller names (those it leaves without a live block); a small block alone discards nothing.
 TEST_F(ExecutorTest, AFreeDiscardsTheBlocksPagesAndTheSlabPagesItEmpties) {
