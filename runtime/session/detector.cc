@@ -62,6 +62,11 @@ bool IterationDetector::HasLaunch(uint64_t p, uint64_t i) const {
   return launches_[i % capacity_] > before;
 }
 
+bool IterationDetector::HasSync(uint64_t p, uint64_t i) const {
+  const uint64_t before = i >= p ? syncs_[(i - p) % capacity_] : 0;
+  return syncs_[i % capacity_] > before;
+}
+
 IterationDetector::Step IterationDetector::Lock(uint64_t p, uint64_t i) {
   locked_ = true;
   period_ = p;
@@ -86,16 +91,19 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
                                                    bool launch) {
   const uint64_t i = n_++;
   const uint64_t launches = (i == 0 ? 0 : launches_[(i - 1) % capacity_]) + (launch ? 1 : 0);
+  const uint64_t syncs = (i == 0 ? 0 : syncs_[(i - 1) % capacity_]) + (after_sync ? 1 : 0);
   if (sig_.size() < capacity_) {
     sig_.push_back(signature);
     live_.push_back(live_bytes);
     sync_.push_back(after_sync ? 1 : 0);
     launches_.push_back(launches);
+    syncs_.push_back(syncs);
   } else {
     sig_[i % capacity_] = signature;
     live_[i % capacity_] = live_bytes;
     sync_[i % capacity_] = after_sync ? 1 : 0;
     launches_[i % capacity_] = launches;
+    syncs_[i % capacity_] = syncs;
   }
 
   // Slide every candidate's window by one op. A candidate is proposed at an index >= its period, so every op it
@@ -159,7 +167,9 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
   const Candidate* best = nullptr;
   for (const Candidate& c : candidates_) {
     if (c.banned || c.valid_run == 0 || (best != nullptr && c.period >= best->period)) continue;
-    if (HasLaunch(c.period, i) && !Degenerate(c.period, i)) best = &c;
+    if (HasLaunch(c.period, i) && (!options_.require_sync || HasSync(c.period, i)) && !Degenerate(c.period, i)) {
+      best = &c;
+    }
   }
   return best != nullptr ? Lock(best->period, i) : Step::kSearching;
 }

@@ -34,6 +34,9 @@ class IterationDetector {
     double tolerance = 0.01;        // share of a period's ops that may differ from the previous iteration
     uint32_t confirm_periods = 2;   // iterations a lock must survive before stable()
     uint32_t max_candidates = 16;
+    // A period must contain a host synchronization (an application that waits for every iteration's loss):
+    // with signatures that cannot tell identical layers apart, a layer would repeat as well as the iteration.
+    bool require_sync = false;
   };
   enum class Step {
     kSearching,  // no period yet
@@ -77,8 +80,9 @@ class IterationDetector {
   // True when the last p ops repeat with a period shorter than the minimum (one op over and over): such a
   // stretch is a loop, not an iteration.
   bool Degenerate(uint64_t p, uint64_t i) const;
-  // True when ops (i - p, i] include a launch.
+  // True when ops (i - p, i] include a launch; a synchronization.
   bool HasLaunch(uint64_t p, uint64_t i) const;
+  bool HasSync(uint64_t p, uint64_t i) const;
 
   Options options_;
   uint64_t capacity_;              // history kept: two periods of the longest candidate
@@ -86,6 +90,7 @@ class IterationDetector {
   std::vector<uint64_t> live_;
   std::vector<uint8_t> sync_;
   std::vector<uint64_t> launches_;  // launches among ops [0, i], for op i
+  std::vector<uint64_t> syncs_;     // ops among [0, i] that follow a synchronization, for op i
   uint64_t n_ = 0;
   // The latest occurrences of signatures, in a direct-mapped table: no allocation per op, and a signature whose
   // slot another one took only loses its proposals until it occurs again.

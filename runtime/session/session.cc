@@ -23,6 +23,9 @@ std::atomic<Session*> g_test_session{nullptr};
 // Ops observed without finding an iteration before detection gives up (its cost is per op).
 constexpr uint64_t kGiveUpOps = 2'000'000;
 constexpr uint64_t kGiveUpDivergences = 100;
+// Iterations the detector by shapes must have held its period, with the one by buffers and offsets locked on
+// none, before it is used instead.
+constexpr uint64_t kShapeFallbackBoundaries = 4;
 // A probe compares at most this much of a sub-buffer before and after its first touch.
 constexpr uint64_t kMaxProbeBytes = 64ull << 20;
 // A kernel is run again on copies of its operands (Session::TestOverwrites) only while they take at most this
@@ -393,6 +396,12 @@ uint64_t Session::Signature(uint64_t shape, const std::vector<Touch>& touches) {
   return h;
 }
 
+IterationDetector::Options Session::ShapeDetectorOptions() {
+  IterationDetector::Options o;
+  o.require_sync = true;
+  return o;
+}
+
 const std::string& Session::KernelName(const OpDesc& d) {
   auto [it, inserted] = kernel_names_.try_emplace(d.func);
   if (!inserted) return it->second;
@@ -422,7 +431,7 @@ void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
   for (const Touch& t : touches) {
     const uint64_t offset = t.operand.ptr - t.buffer.start;
     if (offset == 0) continue;
-    std::vector<uint64_t>& v = known_offsets_[t.buffer.serial];
+    std::vector<uint64_t>& v = offsets_[t.buffer.serial];
     auto it = std::lower_bound(v.begin(), v.end(), offset);
     if (it != v.end() && *it == offset) continue;
     if (v.size() >= 4096) continue;  // bounded: only a guide for the profiling prefetch
@@ -430,15 +439,21 @@ void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
   }
 }
 
+void Session::RotateOffsetsLocked() {
+  offsets_before_ = std::move(offsets_);
+  offsets_.clear();
+}
+
 uint64_t Session::GuessExtentLocked(const Touch& t) const {
   const BufferEntry& b = t.buffer;
   const uint64_t offset = t.operand.ptr - b.start;
   if (t.operand.bytes != 0) return std::min(t.operand.bytes, b.size - std::min(b.size, offset));
   uint64_t end = b.size;
-  auto known = known_offsets_.find(b.serial);
-  if (known != known_offsets_.end()) {
-    auto next = std::upper_bound(known->second.begin(), known->second.end(), offset);
-    if (next != known->second.end()) end = *next;
+  for (const auto* known : {&offsets_, &offsets_before_}) {
+    auto it = known->find(b.serial);
+    if (it == known->end()) continue;
+    auto next = std::upper_bound(it->second.begin(), it->second.end(), offset);
+    if (next != it->second.end()) end = std::min(end, *next);
   }
   return end > offset ? end - offset : 0;
 }
@@ -827,26 +842,44 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       last_op_signature_ = shape;
       allocs_since_op_ = 0;
       const bool launch = d.kind == trace::OpKind::kKernel || d.kind == trace::OpKind::kLibrary;
-      const auto step = detector_.Observe(Signature(shape, touches), live, sync_since_op_.exchange(false), launch);
-      if ((!detector_.locked() && detector_.ops() > kGiveUpOps) || detector_.divergences() > kGiveUpDivergences) {
+      const bool after_sync = sync_since_op_.exchange(false);
+      const auto exact = detector_.Observe(Signature(shape, touches), live, after_sync, launch);
+      const auto loose = by_shape_.Observe(shape, live, after_sync, launch);
+      if (loose == IterationDetector::Step::kLocked || loose == IterationDetector::Step::kDiverged) {
+        KARMA_LOG(kDebug, "by shapes alone: {} at op {}",
+                  loose == IterationDetector::Step::kLocked ? fmt::format("period of {} ops found", by_shape_.period())
+                                                            : std::string("the period diverged"),
+                  by_shape_.ops());
+      }
+      // By shapes alone only when the signatures with buffers and offsets find no iteration while the shapes have
+      // held theirs for a while: the application's allocator places each iteration's tensors elsewhere.
+      if (!use_shape_ && !detector_.locked() && by_shape_.boundaries() > kShapeFallbackBoundaries) {
+        use_shape_ = true;
+        KARMA_LOG(kInfo, "the iteration's tensors lie elsewhere every time: iterations of {} ops found from the kernels "
+                  "and shapes alone", by_shape_.period());
+      }
+      const IterationDetector& det = Detector();
+      const auto step = use_shape_ ? loose : exact;
+      if ((!det.locked() && det.ops() > kGiveUpOps) || det.divergences() > kGiveUpDivergences) {
         Degrade(Part::kRecording, fmt::format("no stable iteration after {} operations; mark iterations with "
                                               "KARMA_ITERATION_MARKER or karma_iteration_begin()",
-                                              detector_.ops()));
+                                              det.ops()));
         return scope;
       }
       switch (step) {
         case IterationDetector::Step::kLocked:
-          KARMA_LOG(kDebug, "period of {} ops found at op {}", detector_.period(), detector_.ops());
-          stats_->period_ops.store(detector_.period(), std::memory_order_relaxed);
+          KARMA_LOG(kDebug, "period of {} ops found at op {}", det.period(), det.ops());
+          stats_->period_ops.store(det.period(), std::memory_order_relaxed);
           break;
         case IterationDetector::Step::kBoundary:
-          stats_->period_ops.store(detector_.period(), std::memory_order_relaxed);
+          stats_->period_ops.store(det.period(), std::memory_order_relaxed);
           OnBoundaryLocked();
           break;
         case IterationDetector::Step::kDiverged:
           stats_->divergences.fetch_add(1, std::memory_order_relaxed);
-          KARMA_LOG(kDebug, "iteration diverged at op {} ({})", detector_.ops(), d.name != nullptr ? d.name : "?");
+          KARMA_LOG(kDebug, "iteration diverged at op {} ({})", det.ops(), d.name != nullptr ? d.name : "?");
           if (recording_) AbortRecordingLocked("the iteration diverged from the previous one");
+          use_shape_ = false;
           break;
         default:
           break;
@@ -866,15 +899,20 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
 
 void Session::OnBoundaryLocked() {
   arena_.BeginIteration();
+  RotateOffsetsLocked();
   stats_->iteration.fetch_add(1, std::memory_order_relaxed);
   if (recording_) {
     FinishRecordingLocked();
-  } else if (WantRecording() && (marker_mode_ || detector_.stable())) {
+  } else if (WantRecording() && (marker_mode_ || Detector().stable())) {
     StartRecordingLocked(marker_mode_);
   }
 }
 
 void Session::StartRecordingLocked(bool by_marker) {
+  // The last iteration's pointers guess where a tensor ends (GuessExtentLocked) only if its tensors lay where this
+  // one's do, as the detector with offsets shows; by shapes alone, a stale one could cut a probe short inside its
+  // tensor.
+  if (use_shape_) offsets_before_.clear();
   auto rec = std::make_shared<Recording>();
   rec->iteration = stats_->iteration.load(std::memory_order_relaxed);
   rec->by_marker = by_marker;
@@ -886,7 +924,7 @@ void Session::StartRecordingLocked(bool by_marker) {
   recording_active_.store(true, std::memory_order_release);
   SetState(live::State::kRecording);
   KARMA_LOG(kInfo, "recording iteration {}{}", recording_->iteration,
-            by_marker ? " (marked)" : fmt::format(" ({} ops per iteration)", detector_.period()));
+            by_marker ? " (marked)" : fmt::format(" ({} ops per iteration)", Detector().period()));
 }
 
 void Session::FinishRecordingLocked() {
@@ -898,10 +936,10 @@ void Session::FinishRecordingLocked() {
   observing_.store(false, std::memory_order_relaxed);
   if (!marker_mode_) {
     // From here on iterations are counted by period; the current op starts one.
-    const uint64_t n = detector_.ops();
+    const uint64_t n = Detector().ops();
     op_counter_.store(n, std::memory_order_relaxed);
-    counted_boundary_.store(n - 1 + detector_.period(), std::memory_order_relaxed);
-    counted_period_.store(detector_.period(), std::memory_order_relaxed);
+    counted_boundary_.store(n - 1 + Detector().period(), std::memory_order_relaxed);
+    counted_period_.store(Detector().period(), std::memory_order_relaxed);
   } else {
     counted_period_.store(0, std::memory_order_relaxed);
   }
@@ -1118,8 +1156,11 @@ void Session::HandleExecutorRequest() {
 void Session::RestartRecordingLocked() {
   if (degraded(Part::kRecording)) return;
   detector_ = IterationDetector();
+  by_shape_ = IterationDetector(ShapeDetectorOptions());
+  use_shape_ = false;
   live_births_.clear();
-  known_offsets_.clear();
+  offsets_.clear();
+  offsets_before_.clear();
   pending_allocs_.clear();
   counting_.store(false, std::memory_order_relaxed);
   counted_period_.store(0, std::memory_order_relaxed);
@@ -1155,6 +1196,7 @@ void Session::OnIterationMarker() noexcept {
     }
     markers_++;
     arena_.BeginIteration();
+    RotateOffsetsLocked();
     if (executor_.armed()) executor_.OnMarker(op_counter_.load(std::memory_order_relaxed));
     stats_->iteration.store(markers_, std::memory_order_relaxed);
     // Allocations since the last op came before the marker: they are the ending iteration's.
@@ -1252,7 +1294,7 @@ void Session::Shutdown() noexcept {
     {
       std::lock_guard<std::mutex> lock(record_mu_);
       // An iteration that ran to its end but was never followed by another op is complete.
-      if (recording_ && !marker_mode_ && detector_.period() != 0 && recording_->ops.size() >= detector_.period()) {
+      if (recording_ && !marker_mode_ && Detector().period() != 0 && recording_->ops.size() >= Detector().period()) {
         FinishRecordingLocked();
       } else if (recording_) {
         AbortRecordingLocked("the process exited during the recorded iteration");

@@ -119,7 +119,7 @@ class Session {
   // The plan file in use (written or reused by auto, KARMA_PLAN for replay); empty when none.
   std::string plan_path() const;
   const Registry& registry() const { return registry_; }
-  const IterationDetector& detector() const { return detector_; }
+  const IterationDetector& detector() const { return Detector(); }
 
  private:
   friend class OpScope;
@@ -140,6 +140,9 @@ class Session {
   // Function, grid, block and shape arguments; then with the buffers touched (their births and offsets).
   static uint64_t ShapeSignature(const OpDesc& d);
   static uint64_t Signature(uint64_t shape, const std::vector<Touch>& touches);
+  static IterationDetector::Options ShapeDetectorOptions();
+  // The detector whose iterations are used: detector_, or by_shape_ once use_shape_.
+  const IterationDetector& Detector() const { return use_shape_ ? by_shape_ : detector_; }
   const std::string& KernelName(const OpDesc& d);
   // The op's number since the recording (kNoIndex before), counting iterations by the period.
   static constexpr uint64_t kNoIndex = UINT64_MAX;
@@ -162,8 +165,10 @@ class Session {
   // The profiling iteration: the op's buffers are brought to the device before its start event, so its measured
   // duration is its own and not demand paging's.
   void PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device);
-  // Offsets inside allocations that pointers have shown while observing: where sub-buffers start.
+  // Offsets inside allocations that pointers have shown while observing: where sub-buffers start. Kept for this
+  // iteration and the last one (rotated at each iteration start).
   void NoteOffsetsLocked(const std::vector<Touch>& touches);
+  void RotateOffsetsLocked();
   // A kernel pointer says nothing about direction, and the planner needs one: an op that only reads a weight can
   // be re-run, one that writes it cannot; memory carried over from before the iteration (a caching allocator's
   // segment) must be kept from the last iteration only if its first touch reads it. The profiling iteration
@@ -178,6 +183,7 @@ class Session {
   // application's memory untouched), where what it changed holds other bytes: a range it sets again to exactly
   // what it left, without writing into the guard after it, gets RecordedUse::written.
   void TestOverwrites(RecordedOp& op);
+  // Where a kernel's sub-buffer ends: at the next offset this iteration or the last one showed in its allocation.
   uint64_t GuessExtentLocked(const Touch& t) const;
   void WriteTrace(const std::shared_ptr<Recording>& rec);
 
@@ -205,7 +211,13 @@ class Session {
 
   // Detection and recording, under record_mu_.
   std::mutex record_mu_;
+  // Iterations are found from op signatures with the buffers and offsets of their pointers (detector_) and, for
+  // allocators that place each iteration's tensors elsewhere (in other segments, at other offsets), from their
+  // shape signatures alone (by_shape_: identical layers then look alike, so its periods must contain a host
+  // synchronization). by_shape_ is used only while detector_ holds no period.
   IterationDetector detector_;
+  IterationDetector by_shape_{ShapeDetectorOptions()};
+  bool use_shape_ = false;
   std::shared_ptr<Recording> recording_;
   std::unordered_map<const void*, std::string> kernel_names_;
   // Allocations since the last op: they belong to the iteration of the next op, which may be the first of a
@@ -213,7 +225,9 @@ class Session {
   std::vector<BufferEntry> pending_allocs_;
   uint64_t last_op_signature_ = 0;  // ShapeSignature of the last op
   std::unordered_map<uint64_t, uint64_t> live_births_;  // birth group -> buffers of it alive (while observing)
-  std::unordered_map<uint64_t, std::vector<uint64_t>> known_offsets_;  // serial -> sorted offsets seen
+  // Per allocation serial: the sorted offsets pointers into it showed in this iteration and in the last one (a
+  // caching allocator may place an earlier iteration's tensors elsewhere).
+  std::unordered_map<uint64_t, std::vector<uint64_t>> offsets_, offsets_before_;
   uint64_t allocs_since_op_ = 0;
   uint64_t bytes_since_op_ = 0;
   bool marker_mode_ = false;

@@ -110,6 +110,39 @@ void MicroSteps(int micro) {
   ASSERT_FALSE(r.stable_boundaries.empty());
   for (uint64_t b : r.stable_boundaries) EXPECT_EQ(b % full, 0u) << b;
 }
+// Signatures that cannot tell identical layers apart (shapes alone, for an allocator that moves tensors): a
+// stack of eight identical layers repeats for long enough to look stable. Asking for a synchronization inside the
+// period (the loss read once per iteration) leaves only the iteration.
+TEST(DetectorTest, ASynchronizationInsideThePeriodTellsTheIterationFromARepeatedLayer) {
+  const Iter layer = Distinct(100, 6);
+  const Iter head = Distinct(900, 5);
+  auto feed = [&](Feeder& r) {
+    for (int it = 0; it < 10; ++it) {
+      for (int l = 0; l < 8; ++l) r.Feed(layer);
+      for (size_t j = 0; j < head.sigs.size(); ++j) {
+        const uint64_t index = r.d.ops();
+        const Step s = r.d.Observe(head.sigs[j], head.live[j], /*after_sync=*/j == 4);
+        if (s == Step::kBoundary) r.boundaries.push_back(index);
+        if (s == Step::kBoundary && r.d.stable()) r.stable_boundaries.push_back(index);
+      }
+    }
+  };
+  Feeder plain;
+  feed(plain);
+  EXPECT_GT(plain.d.divergences(), 0u);  // the layer locked, and diverged at the head
+  IterationDetector::Options o;
+  o.require_sync = true;
+  Feeder synced(o);
+  feed(synced);
+  ASSERT_TRUE(synced.d.locked());
+  EXPECT_EQ(synced.d.period(), 8u * 6 + 5);
+  EXPECT_EQ(synced.d.divergences(), 0u);
+  ASSERT_GE(synced.stable_boundaries.size(), 2u);
+  for (size_t k = 1; k < synced.stable_boundaries.size(); ++k) {
+    EXPECT_EQ(synced.stable_boundaries[k] - synced.stable_boundaries[k - 1], 8u * 6 + 5);
+  }
+}
+
 TEST(DetectorTest, TwoMicroStepsThenAnOptimizerStep) { MicroSteps(2); }
 TEST(DetectorTest, FourMicroStepsThenAnOptimizerStep) { MicroSteps(4); }
 
