@@ -12,7 +12,7 @@ constexpr size_t kMaxParams = 32764;
 // `extra` is a short list of (key, value) pairs; a longer one is not a valid array.
 constexpr int kMaxExtraPairs = 64;
 
-// Parameter slots: index << kIndexShift | byte offset (param_scan.h).
+// Parameter slots: index << kIndexShift | byte offset (ops.h).
 constexpr uint32_t kIndexShift = 15;
 constexpr uint32_t kOffsetMask = (1u << kIndexShift) - 1;
 
