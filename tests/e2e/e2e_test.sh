@@ -137,7 +137,8 @@ drift)
       must_run karma
       same ref karma
       grep -q "replaying the plan" "$tmp/karma.err" || fail "$app drift ($mark): no replay: $(grep '^karma' "$tmp/karma.err")"
-      if [[ $mark == detected ]]; then
+      # On 16 MiB (the sanitizers) the tensors are small enough that the placement may repeat: found either way.
+      if [[ $mark == detected ]] && ((speed)); then
         grep -q "found from the kernels and shapes alone" "$tmp/karma.err" ||
           fail "$app drift: the iteration was not found from its shapes: $(grep '^karma' "$tmp/karma.err")"
       fi
