@@ -50,13 +50,14 @@ std::shared_ptr<const ReplayProgram> DeadValueProgram() {
 class ExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override { testing::ResetFake(); }
-  // One iteration (ops n and n + 1), op 0 called with `operands`.
-  void Iteration(Executor& e, uint64_t n, const std::vector<Operand>& operands) {
+  // One iteration (ops n and n + 1), op 0 called with `operands`; `read` reads both calls' operand slots.
+  void Iteration(Executor& e, uint64_t n, const std::vector<Operand>& operands,
+                 const Executor::ReadPointer& read = {}) {
     bool wants = false;
-    const uint32_t p0 = e.Before(n, 11, 0, operands, &wants);
+    const uint32_t p0 = e.Before(n, 11, 0, operands, &wants, {}, read);
     ASSERT_EQ(p0, 0u);
     e.After(p0, true);
-    const uint32_t p1 = e.Before(n + 1, 22, 0, {}, &wants);
+    const uint32_t p1 = e.Before(n + 1, 22, 0, {}, &wants, {}, read);
     ASSERT_EQ(p1, 1u);
     e.After(p1, true);
   }
@@ -129,13 +130,7 @@ TEST_F(ExecutorTest, AnAnchoredSubBufferIsMovedWhereTheOperandShowsItNow) {
       *out = Executor::Pointer{ops[0].ptr, kAddr, 5 * kBytes};
       return true;
     };
-    bool wants = false;
-    const uint32_t p0 = e.Before(n, 11, 0, ops, &wants, {}, read);
-    ASSERT_EQ(p0, 0u);
-    e.After(p0, true);
-    const uint32_t p1 = e.Before(n + 1, 22, 0, {}, &wants, {}, read);
-    ASSERT_EQ(p1, 1u);
-    e.After(p1, true);
+    Iteration(e, n, ops, read);
   };
   iteration(0, kAddr + 2 * kBytes);
   iteration(2, kAddr + 2 * kBytes);
@@ -383,45 +378,61 @@ TEST_F(ExecutorTest, ARecomputesScratchOutputIsRedirectedAndLeavesTheNewerValue)
   }
 }
 
+// A recompute (RecomputeProgram) whose target the application allocates before op 0 of every iteration, with a
+// producer that counts its launches; RunIteration plays the application's three ops from op number `first`.
+struct AllocatedTargetRecompute {
+  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
+  int launches = 0;
+  Relaunch producer;
+  std::shared_ptr<ReplayProgram> program;
+
+  AllocatedTargetRecompute() {
+    for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 5 + 1);
+    producer = std::make_shared<const std::function<bool(const AddressMap&)>>([this](const AddressMap&) {
+      ++launches;
+      Produce();
+      return true;
+    });
+    program = std::make_shared<ReplayProgram>(*RecomputeProgram(target(), reinterpret_cast<uint64_t>(in.get()), producer));
+    program->buffers[0].allocated_inside = true;
+    program->buffers[0].alloc_ordinal = 0;
+    program->alloc_size = {kBytes};
+  }
+  AllocatedTargetRecompute(const AllocatedTargetRecompute&) = delete;  // the producer points at this one
+  AllocatedTargetRecompute& operator=(const AllocatedTargetRecompute&) = delete;
+  uint64_t target() const { return reinterpret_cast<uint64_t>(out.get()); }
+  void Produce() {
+    for (uint64_t i = 0; i < kBytes; ++i) out.get()[i] = static_cast<unsigned char>(in.get()[i] + 1);
+  }
+  void RunIteration(Executor& e, uint64_t first) {
+    bool wants = false;
+    for (uint32_t pos = 0; pos < 3; ++pos) {
+      const uint32_t at = e.Before(first + pos, 11 * (pos + 1), 0, {}, &wants);
+      ASSERT_EQ(at, pos);
+      if (pos == 0) {
+        Produce();  // the application's launch
+        e.SetLaunch(at, producer);
+      }
+      e.After(at, true);
+    }
+  }
+};
+
 // A first program installed right at an iteration's start has missed the allocations the application made before
 // that iteration's first launch, so it does not know where this iteration's buffers are: the recompute's check
 // waits for the next iteration (whose allocations it sees) instead of rejecting a good recompute.
 TEST_F(ExecutorTest, AProgramInstalledAtAnIterationsStartValidatesInTheNextIteration) {
   api_.cudaMemcpyAsync = &HostMemcpyAsync;
   api_.cudaStreamSynchronize = &NoWait;
-  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
-  for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 5 + 1);
-  auto produce = [o = out.get(), x = in.get()] {
-    for (uint64_t i = 0; i < kBytes; ++i) o[i] = static_cast<unsigned char>(x[i] + 1);
-  };
-  int launches = 0;
-  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
-    ++launches;
-    produce();
-    return true;
-  });
-  const uint64_t target = reinterpret_cast<uint64_t>(out.get());
-  auto program = std::make_shared<ReplayProgram>(*RecomputeProgram(target, reinterpret_cast<uint64_t>(in.get()), producer));
-  program->buffers[0].allocated_inside = true;  // allocated before op 0 of every iteration
-  program->buffers[0].alloc_ordinal = 0;
-  program->alloc_size = {kBytes};
+  AllocatedTargetRecompute r;
   Executor e(api_, &stats_);
   // The application has allocated the target (next op: 0) when the program arrives.
-  e.Install(program, 0, 0, 0);
-  bool wants = false;
+  e.Install(r.program, 0, 0, 0);
   for (uint64_t iteration = 0; iteration < 2; ++iteration) {
     SCOPED_TRACE(iteration);
-    if (iteration == 1) e.OnAllocation(target, kBytes, 3, 0, false);
-    for (uint32_t pos = 0; pos < 3; ++pos) {
-      const uint32_t at = e.Before(3 * iteration + pos, 11 * (pos + 1), 0, {}, &wants);
-      ASSERT_EQ(at, pos);
-      if (pos == 0) {
-        produce();  // the application's launch
-        e.SetLaunch(at, producer);
-      }
-      e.After(at, true);
-    }
-    EXPECT_EQ(launches, iteration == 0 ? 0 : 1);  // checked in the second iteration only
+    if (iteration == 1) e.OnAllocation(r.target(), kBytes, 3, 0, false);
+    r.RunIteration(e, 3 * iteration);
+    EXPECT_EQ(r.launches, iteration == 0 ? 0 : 1);  // checked in the second iteration only
     EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
     EXPECT_FALSE(e.rejected_ops()[0]);
   }
@@ -434,24 +445,9 @@ TEST_F(ExecutorTest, AProgramInstalledAtAnIterationsStartValidatesInTheNextItera
 TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
   api_.cudaMemcpyAsync = &HostMemcpyAsync;
   api_.cudaStreamSynchronize = &NoWait;
-  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
-  for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 3 + 2);
-  auto produce = [o = out.get(), x = in.get()] {
-    for (uint64_t i = 0; i < kBytes; ++i) o[i] = static_cast<unsigned char>(x[i] ^ 0x33);
-  };
-  int launches = 0;
-  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
-    ++launches;
-    produce();
-    return true;
-  });
-  const uint64_t target = reinterpret_cast<uint64_t>(out.get());
-  auto program = std::make_shared<ReplayProgram>(*RecomputeProgram(target, reinterpret_cast<uint64_t>(in.get()), producer));
-  program->buffers[0].allocated_inside = true;
-  program->buffers[0].alloc_ordinal = 0;
-  program->alloc_size = {kBytes};
+  AllocatedTargetRecompute r;
   Executor e(api_, &stats_);
-  e.Install(program, UINT64_MAX, 0, 7);  // planned while op 7 runs: nothing until the next marker
+  e.Install(r.program, UINT64_MAX, 0, 7);  // planned while op 7 runs: nothing until the next marker
   bool wants = false;
   EXPECT_EQ(e.Before(7, 22, 0, {}, &wants), Executor::kNoPosition);
   uint64_t n = 8;
@@ -459,17 +455,9 @@ TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
     SCOPED_TRACE(iteration);
     n += 5;  // ops outside the iteration (a data loader's copies, a log line) between the marked ones
     e.OnMarker(n);
-    e.OnAllocation(target, kBytes, n, 0, false);
-    for (uint32_t pos = 0; pos < 3; ++pos) {
-      const uint32_t at = e.Before(n + pos, 11 * (pos + 1), 0, {}, &wants);
-      ASSERT_EQ(at, pos);
-      if (pos == 0) {
-        produce();
-        e.SetLaunch(at, producer);
-      }
-      e.After(at, true);
-    }
-    EXPECT_EQ(launches, iteration + 1);  // the check, then the recompute of every later iteration
+    e.OnAllocation(r.target(), kBytes, n, 0, false);
+    r.RunIteration(e, n);
+    EXPECT_EQ(r.launches, iteration + 1);  // the check, then the recompute of every later iteration
     EXPECT_FALSE(e.rejected_ops()[0]);
   }
   EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
