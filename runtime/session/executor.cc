@@ -599,8 +599,8 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
   }
 }
 
-bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
-                           std::vector<std::pair<trace::BufferId, uint64_t>>* redirected) {
+std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
+                                  std::vector<std::pair<trace::BufferId, uint64_t>>* redirected) {
   const ReplayProgram& p = *prog_;
   std::vector<trace::BufferId> gone;
   for (trace::BufferId b : rc.used) {
@@ -608,14 +608,20 @@ bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
     if (AddressLocked(b, &r)) continue;
     // Gone: an output the application has freed may go to scratch; an input cannot be recomputed from.
     if (!Has(rc.written, b) || Has(rc.targets, b)) {
-      missing_ = b;
-      return false;
+      return fmt::format("buffer {} is not allocated at that point", b);
     }
     gone.push_back(b);
   }
   // Outputs whose memory holds a newer value by then go to scratch too.
   for (trace::BufferId b : rc.scratch) gone.push_back(b);
-  if (gone.empty()) return true;
+  if (gone.empty()) return {};
+  for (trace::BufferId b : gone) {
+    for (const std::vector<trace::BufferId>& span : rc.spans) {
+      if (!Has(span, b)) continue;
+      return fmt::format("buffer {} would go to scratch, but a launch writes it through one pointer with {} other "
+                         "buffer{}", b, span.size() - 1, span.size() == 2 ? "" : "s");
+    }
+  }
   // Scratch slots are shared by outputs whose uses within the recompute do not overlap (one layer's temporary
   // dies before the next layer's is born), as the plan's memory assumes.
   struct Slot {
@@ -651,14 +657,13 @@ bool Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
     if (api_.cudaMallocManaged == nullptr ||
         api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
       errors.Failed();
-      missing_ = gone.front();
-      return false;
+      return "no scratch memory";
     }
     scratch_ = reinterpret_cast<uint64_t>(s);  // the smaller one is kept: scratch is never freed (cudaFree syncs)
     scratch_bytes_ = scratch_needed;
   }
   for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_ + offset_of[g]});
-  return true;
+  return {};
 }
 
 bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
@@ -702,7 +707,8 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   if (!discarded_for_[r]) return;  // its targets kept their values (evicted): demand paging brings them
   discarded_for_[r] = false;
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
-  bool ok = PlaceLocked(rc, &redirected);
+  const std::string unplaced = PlaceLocked(rc, &redirected);
+  bool ok = unplaced.empty();
   if (ok) {
     // The discarded targets and the scratch are populated without a transfer, sparing the launches a fault on
     // every page they write; each just before the first launch that writes it, as the plan allocates them, so
@@ -727,7 +733,8 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   }
   if (!ok) {
     // The targets are discarded and cannot be rebuilt: this is a failure the application would see.
-    KARMA_LOG(kError, "a recompute could not be issued; results of this iteration may be wrong");
+    KARMA_LOG(kError, "a recompute could not be issued ({}); results of this iteration may be wrong",
+              unplaced.empty() ? "a launch failed" : unplaced);
   }
   for (trace::BufferId b : rc.targets) away_[b] = 0;
   if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
@@ -765,8 +772,8 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   // Where this iteration's buffers are is not known: the check waits for the next iteration.
   if (alloc_iteration_ == untrusted_iteration_) return;
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
-  if (!PlaceLocked(rc, &redirected)) {
-    reject(fmt::format("buffer {} is not allocated at that point", missing_));
+  if (const std::string why = PlaceLocked(rc, &redirected); !why.empty()) {
+    reject(why);
     return;
   }
   LastErrorScope errors(api_);

@@ -161,8 +161,11 @@ class Executor {
   void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
                         const HoldsPointer& holds_pointer);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
-  // scratch address); false (missing_) when an input is gone.
-  bool PlaceLocked(const ReplayProgram::Recompute& rc, std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
+  // scratch address). Empty when they are placed, else why not: an input is gone, or
+  // an output that must go to scratch shares an operand with other buffers (the launch would write them all from
+  // its scratch slot, past the slot's end).
+  std::string PlaceLocked(const ReplayProgram::Recompute& rc,
+                          std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
   // Issues the recompute's launches. A launch captured in this iteration holds this iteration's pointers; a
   // recorded one the recording's. Each launch's pointers into its own buffers are mapped to where they are now
   // (scratch for freed outputs): per launch, since one address may name different buffers at different times.
@@ -231,7 +234,6 @@ class Executor {
 
   // Scratch for redirected recompute outputs.
   uint64_t scratch_ = 0, scratch_bytes_ = 0;
-  trace::BufferId missing_ = trace::kNone;  // the buffer the last failed mapping could not find
 
   // Events: those of the current and the previous iteration are in use; older ones are recycled.
   std::vector<cudaEvent_t> free_events_, used_events_, measured_events_;

@@ -70,6 +70,26 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
   return ok;
 }
 
+std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan) {
+  std::vector<trace::OpId> out;
+  for (const policy::Action& a : plan.actions) {
+    if (a.kind != policy::ActionKind::kRecompute || a.scratch.empty()) continue;
+    for (trace::OpId op : a.ops) {
+      if (op >= rec.ops.size()) continue;
+      for (const std::vector<trace::BufferId>& span : rec.ops[op].spans) {
+        if (std::none_of(span.begin(), span.end(), [&](trace::BufferId b) {
+              return std::find(a.scratch.begin(), a.scratch.end(), b) != a.scratch.end();
+            })) {
+          continue;
+        }
+        if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
                     const std::vector<bool>& no_recompute) {
   trace::Iteration shape = planning;
@@ -127,16 +147,27 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
     in.access.recomputable[i] = in.access.recomputable[i] && can[i] && !excluded;
   }
   policy::Evaluation e;
-  if (req.ilp) {
-    solver::SolverOptions options;
-    options.progress = nullptr;  // the application's stderr is not the planner's
-    options.cancel = req.cancel;
-    e = solver::Evaluate("karma", in, {}, options);
-    solver::FreeThreadSolverMemory();  // the worker thread's GLPK environment
-  } else {
-    e = policy::Evaluate("karma", in);
+  // A plan whose recompute would write a scratch output through a pointer it shares with other buffers is made
+  // again without recomputing those ops (each round excludes more; the executor's check refuses what remains).
+  constexpr int kRounds = 4;
+  for (int round = 0;; ++round) {
+    if (req.ilp) {
+      solver::SolverOptions options;
+      options.progress = nullptr;  // the application's stderr is not the planner's
+      options.cancel = req.cancel;
+      e = solver::Evaluate("karma", in, {}, options);
+      solver::FreeThreadSolverMemory();  // the worker thread's GLPK environment
+    } else {
+      e = policy::Evaluate("karma", in);
+    }
+    if (!e.feasible) return Infeasible(e.reason);
+    const std::vector<trace::OpId> shared = ScratchThroughSharedOperands(rec, e.plan);
+    if (shared.empty() || round + 1 == kRounds) break;
+    KARMA_LOG(kInfo, "planning again without recomputing {} op{} that would write scratch through a pointer shared "
+              "with other buffers (first: op {}, {})", shared.size(), shared.size() == 1 ? "" : "s", shared.front(),
+              rec.it.ops[shared.front()].name);
+    for (trace::OpId op : shared) in.access.recomputable[op] = false;
   }
-  if (!e.feasible) return Infeasible(e.reason);
   out.plan = std::move(e.plan);
   out.plan.fingerprint = out.key;
   out.plan.profile = req.profile.name;

@@ -62,6 +62,11 @@ trace::Iteration PlanningIteration(const trace::Iteration& it);
 // is no library call's scratch memory that also holds tensors (ReplayBuffer::shared_scratch).
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 
+// The ops of `plan`'s recomputes that would write a scratch output (policy::Action::scratch) through an operand
+// that also covers other buffers (ReplayOp::spans): the launch writes them all from the one pointer, so the output
+// cannot be moved to scratch alone (the executor would refuse the recompute at its check). Ascending.
+std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan);
+
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
 // (they vary from run to run on a GPU), the profile, the capacity and solver::kPlannerVersion, plus the ops
 // excluded from recompute.

@@ -290,11 +290,18 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     op.bytes = rop.bytes != 0 ? rop.bytes : buffer_bytes;
     rop_kernel.push_back(rop.kind == trace::OpKind::kKernel);
     it.ops.push_back(std::move(op));
-    ReplayOp& rp = out.ops.emplace_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch, {}, {}});
+    ReplayOp& rp = out.ops.emplace_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch, {}, {}, {}});
     for (const RecordedUse& u : rop.uses) {
       const RecordedBuffer& rb = rec.buffers.at(u.serial);
       if (u.written != 0) rp.written.push_back({rb.entry.start + u.offset, u.written});
       const Split& sp = splits.at(u.serial);
+      std::vector<trace::BufferId> span;
+      ForAtoms(sp, u, [&](size_t k) {
+        if (sp.ids[k] != trace::kNone && std::find(span.begin(), span.end(), sp.ids[k]) == span.end()) {
+          span.push_back(sp.ids[k]);
+        }
+      });
+      if (span.size() > 1) rp.spans.push_back(std::move(span));
       if (u.slot == kNoSlot || sp.whole || rb.allocated_inside ||
           (rb.entry.origin != Origin::kArena && rb.entry.origin != Origin::kAppManaged)) {
         continue;

@@ -155,6 +155,9 @@ struct ReplayOp {
   // (RecordedUse::written).
   std::vector<std::pair<uint64_t, uint64_t>> written;
   std::vector<Anchor> anchors;
+  // Operands that cover more than one buffer (one pointer into an allocation the recording split): a launch
+  // writes all of them from that pointer, so none of them can be moved elsewhere for a recompute alone.
+  std::vector<std::vector<trace::BufferId>> spans;
 };
 
 // The recorded iteration as a trace, plus the executor's view of it (indexed like the trace's buffers and ops).

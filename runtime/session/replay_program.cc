@@ -133,7 +133,10 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         }
       }
     }
-    for (trace::OpId op : act.ops) prog->in_recompute[op] = true;
+    for (trace::OpId op : act.ops) {
+      prog->in_recompute[op] = true;
+      for (const std::vector<trace::BufferId>& span : rec.ops[op].spans) r.spans.push_back(span);
+    }
     recompute_of_action[a] = static_cast<uint32_t>(prog->recomputes.size());
     prog->recompute_before[act.before].push_back(static_cast<uint32_t>(prog->recomputes.size()));
     prog->recomputes.push_back(std::move(r));

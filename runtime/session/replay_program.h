@@ -57,6 +57,8 @@ struct ReplayProgram {
     std::vector<trace::BufferId> used;      // every buffer its ops use, less `scratch`
     // Outputs that go to scratch memory (policy::Action::scratch: their memory holds a newer value by then).
     std::vector<trace::BufferId> scratch;
+    // Its ops' operands that cover several buffers (ReplayOp::spans): none of those can go to scratch.
+    std::vector<std::vector<trace::BufferId>> spans;
   };
 
   uint32_t period = 0;

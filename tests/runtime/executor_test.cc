@@ -276,7 +276,7 @@ std::shared_ptr<const ReplayProgram> RecomputeProgram(uint64_t target, uint64_t 
   p->room_from.resize(4);
   p->waits.resize(3);
   p->recompute_before = {{}, {}, {0}};
-  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}, {}});
+  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}, {}, {}});
   p->reads = {{1}, {0}, {0}};
   p->overwritten.resize(3);
   p->written.resize(3);
@@ -376,6 +376,41 @@ TEST_F(ExecutorTest, ARecomputesScratchOutputIsRedirectedAndLeavesTheNewerValue)
     EXPECT_EQ(e.TakeRequest(), scratch ? Executor::Request::kNone : Executor::Request::kReplan);
     e.Uninstall();
   }
+}
+
+// The same scratch output, but op 0 writes buffers 0 and 2 through one pointer (a zero fill of an allocation the
+// recording split): mapped to scratch, the launch would write both from the scratch slot, past its end. The check
+// refuses the recompute before launching anything.
+TEST_F(ExecutorTest, AScratchOutputSharingAPointerWithAnotherBufferIsRefusedUnlaunched) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  HostBuffer out = PageAligned(2 * kBytes), in = PageAligned(kBytes);
+  int launches = 0;
+  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
+    ++launches;
+    return true;
+  });
+  const uint64_t at = reinterpret_cast<uint64_t>(out.get());
+  auto p = std::make_shared<ReplayProgram>(*RecomputeProgram(at, reinterpret_cast<uint64_t>(in.get()), producer));
+  ReplayBuffer b = p->buffers[0];
+  b.address = at + kBytes;
+  p->buffers.push_back(b);
+  p->uses[0] = {0, 1, 2};
+  p->recomputes[0].scratch = {2};
+  p->recomputes[0].spans = {{0, 2}};
+  Executor e(api_, &stats_);
+  e.Install(p, 0, 0);
+  bool wants = false;
+  for (uint32_t pos = 0; pos < 3; ++pos) {
+    const uint32_t op = e.Before(pos, 11 * (pos + 1), 0, {}, &wants);
+    ASSERT_EQ(op, pos);
+    if (pos == 0) e.SetLaunch(op, producer);
+    e.After(op, true);
+  }
+  EXPECT_EQ(launches, 0);
+  EXPECT_EQ(e.TakeRequest(), Executor::Request::kReplan);
+  EXPECT_TRUE(e.rejected_ops()[0]);
+  e.Uninstall();
 }
 
 // A recompute (RecomputeProgram) whose target the application allocates before op 0 of every iteration, with a

@@ -74,6 +74,22 @@ TEST(FinishRecording, LargeSegmentHoldingSeveralTensorsBecomesItsTensors) {
   EXPECT_FALSE(lout->buffers[2].exact);
 }
 
+// A library operand whose stated extent covers two of the tensors other ops point at (one pointer, e.g. a fill of
+// the whole allocation) is a span: a recompute cannot move one of them to scratch alone.
+TEST(FinishRecording, AnOperandCoveringSeveralTensorsIsASpan) {
+  const uint64_t t = 3 * kMiB;
+  Recording rec = OneAllocation(20 * kMiB, {{{0, Access::kWrite, 2 * t}}, {{0, Access::kRead}}, {{t, Access::kRead}}});
+  rec.ops[0].kind = trace::OpKind::kLibrary;
+  CudaApi api;
+  auto out = FinishRecording(rec, api, TraceContext{});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_GE(out->it.buffers.size(), 2u);
+  ASSERT_EQ(out->ops[0].spans.size(), 1u);
+  EXPECT_EQ(out->ops[0].spans[0], (std::vector<trace::BufferId>{0, 1}));
+  EXPECT_TRUE(out->ops[1].spans.empty());
+  EXPECT_TRUE(out->ops[2].spans.empty());
+}
+
 // A kernel the profiling iteration saw write all of [offset, offset + written) without reading it
 // (RecordedUse::written): its tensor ends there, even short of the next pointer (the bytes between are no buffer),
 // and it is exact, as a library call's stated operand is. A kernel seen to update what it changed

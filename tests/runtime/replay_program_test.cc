@@ -384,6 +384,26 @@ TEST(CompileProgram, ARecomputesScratchOutputsAreKeptApartFromTheBuffersItUses) 
   EXPECT_TRUE(p.recomputes[0].targets.empty());
 }
 
+// A scratch output that its op writes through one pointer together with another buffer (ReplayOp::spans) cannot
+// go to scratch alone: the planner is told which ops to plan again without, and the program keeps the spans for
+// the executor's check.
+TEST(ScratchThroughSharedOperands, NamesTheOpsWritingAScratchOutputThroughASharedPointer) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  rec.buffers[1].exact = true;
+  policy::Plan plan = ManagedPlan(64u << 20);
+  policy::Action rc = testing::Recompute({1}, 4);
+  rc.scratch = {1};
+  plan.actions.push_back(rc);
+  EXPECT_TRUE(ScratchThroughSharedOperands(rec, plan).empty());  // no operand covers two buffers
+  rec.ops[1].spans = {{0, 1}};
+  EXPECT_EQ(ScratchThroughSharedOperands(rec, plan), (std::vector<trace::OpId>{1}));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ((*prog)->recomputes[0].spans, (std::vector<std::vector<trace::BufferId>>{{0, 1}}));
+  plan.actions.back().scratch.clear();  // written in place: the shared pointer is no obstacle
+  EXPECT_TRUE(ScratchThroughSharedOperands(rec, plan).empty());
+}
+
 // The same for a kernel the profiling iteration saw write all of the buffer without reading it (ReplayOp::written);
 // one seen to write only part of it gets the dead bytes brought back.
 TEST(CompileProgram, DeadValueAKernelWasSeenToOverwriteIsRepopulatedBeforeIt) {
