@@ -392,6 +392,22 @@ Executor::Batch::Batch(const std::vector<Range>& ranges) {
   }
 }
 
+void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (ranges.empty()) return;
+  if (api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr && s != nullptr && s != cudaStreamLegacy) {
+    LastErrorScope errors(api_);
+    Batch b(ranges);
+    cudaMemLocation loc = Location(true, device_);
+    size_t first = 0;
+    if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0,
+                                                 s) == cudaSuccess) {
+      return;
+    }
+    errors.Failed();
+  }
+  PrefetchLocked(ranges, s, true);
+}
+
 Executor::Range Executor::OwnedPages(const Range& r) {
   return Range{PageUp(r.addr), OwnedPageBytes(r.addr, r.bytes)};
 }
@@ -674,7 +690,7 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
     const trace::OpId op = rc.ops[i];
     const Relaunch& launch = launches_[op];
     if (launch == nullptr) return false;
-    if (populate != nullptr) PrefetchLocked((*populate)[i], stream, true);
+    if (populate != nullptr) PopulateLocked((*populate)[i], stream);
     AddressMap map;
     for (trace::BufferId b : p.uses[op]) {
       const ReplayBuffer& rb = p.buffers[b];

@@ -155,6 +155,11 @@ class Executor {
   // `needed_action` (a swap-in an op is about to wait for) regardless.
   void IssueDeferredLocked(uint32_t needed_action);
   void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
+  // Pages whose values are dead (a recompute's discarded targets, its scratch) made resident on the device without
+  // a transfer, with one discard-and-prefetch call: on an H100 the kernels writing discarded pages after a batched
+  // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
+  // (docs/gpu-results.md, tests/gpu/um_costs.cu).
+  void PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
   // The program's dead values that the op at `pos` overwrites: discarded and populated on the device right
   // before it (no transfer) where `operands` write all their pages, else brought back; the op waits either way.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tests/runtime/fake_cuda.h"
@@ -439,10 +440,10 @@ struct AllocatedTargetRecompute {
   void Produce() {
     for (uint64_t i = 0; i < kBytes; ++i) out.get()[i] = static_cast<unsigned char>(in.get()[i] + 1);
   }
-  void RunIteration(Executor& e, uint64_t first) {
+  void RunIteration(Executor& e, uint64_t first, StreamKey stream = 0) {
     bool wants = false;
     for (uint32_t pos = 0; pos < 3; ++pos) {
-      const uint32_t at = e.Before(first + pos, 11 * (pos + 1), 0, {}, &wants);
+      const uint32_t at = e.Before(first + pos, 11 * (pos + 1), stream, {}, &wants);
       ASSERT_EQ(at, pos);
       if (pos == 0) {
         Produce();  // the application's launch
@@ -494,6 +495,35 @@ TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
     r.RunIteration(e, n);
     EXPECT_EQ(r.launches, iteration + 1);  // the check, then the recompute of every later iteration
     EXPECT_FALSE(e.rejected_ops()[0]);
+  }
+  EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
+  e.Uninstall();
+}
+
+// Once checked, the recompute runs in every iteration: its target, discarded after op 1, is populated on the device
+// right before the relaunch with one discard-and-prefetch call, not a prefetch of the discarded pages (on an H100
+// kernels writing pages populated that way ran up to 180x slower, docs/gpu-results.md).
+TEST_F(ExecutorTest, ARecomputesDiscardedTargetIsPopulatedByADiscardAndPrefetchCall) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  AllocatedTargetRecompute r;
+  constexpr StreamKey kStream = 0x5000;  // the batch calls refuse the legacy stream
+  r.program->stream = {kStream, kStream, kStream};
+  Executor e(api_, &stats_);
+  e.Install(r.program, 0, 0, 0);
+  for (uint64_t iteration = 0; iteration < 3; ++iteration) {
+    SCOPED_TRACE(iteration);
+    e.OnAllocation(r.target(), kBytes, 3 * iteration, kStream, false);
+    TakeMoves();
+    r.RunIteration(e, 3 * iteration, kStream);
+    const auto moves = TakeMoves();
+    if (iteration < 2) continue;
+    EXPECT_EQ(r.launches, 2);  // the check, then this iteration's recompute
+    std::vector<std::string> calls;
+    for (const auto& m : moves) {
+      if (m.addr == r.target()) calls.push_back(m.call);
+    }
+    EXPECT_EQ(calls, (std::vector<std::string>{"discard", "discard+prefetch"}));
   }
   EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
   e.Uninstall();
