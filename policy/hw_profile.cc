@@ -14,6 +14,12 @@ constexpr HwProfile kProfiles[] = {
      4e-6},
     {"h100-80g-pcie5", "NVIDIA H100 80 GB on PCIe 5.0 x16", 80 * kGiB, 51e12, 3350e9, 50e9, 50e9, 20e-6, 16e9,
      3e-6},
+    // The same GPU with the rates managed memory gets over its host link, as measured on an H100 80GB HBM3
+    // (driver 580.159.04, CUDA 13.0) by tests/gpu/um_costs.cu on 2026-11-26: batched prefetches of 64 2 MiB
+    // blocks to the device at 20-22 GB/s, to the host (evictions) at 6.5-8.3 GB/s, a kernel faulting them over at
+    // 7.9-11 GB/s (docs/gpu-results.md). libkarma.so plans with these on an H100 or H200: its moves are those.
+    {"h100-80g-um", "NVIDIA H100 80 GB, managed-memory migration rates measured on an H100 SXM", 80 * kGiB, 51e12,
+     3350e9, 20e9, 7e9, 20e-6, 9e9, 3e-6},
 };
 
 }  // namespace

@@ -175,8 +175,8 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
 TEST(ProfileForDevice, ChoosesTheProfileByTheDevicesName) {
   EXPECT_STREQ(ProfileForDevice("Tesla V100-SXM2-16GB").name, "v100-16g-pcie3");
   EXPECT_STREQ(ProfileForDevice("NVIDIA A100-SXM4-40GB").name, "a100-40g-pcie4");
-  EXPECT_STREQ(ProfileForDevice("NVIDIA H100 80GB HBM3").name, "h100-80g-pcie5");
-  EXPECT_STREQ(ProfileForDevice("NVIDIA H200").name, "h100-80g-pcie5");  // the same host link
+  EXPECT_STREQ(ProfileForDevice("NVIDIA H100 80GB HBM3").name, "h100-80g-um");  // managed memory's rates
+  EXPECT_STREQ(ProfileForDevice("NVIDIA H200").name, "h100-80g-um");  // the same host link
   EXPECT_STREQ(ProfileForDevice("NVIDIA GH200 480GB").name, policy::DefaultProfile().name);  // NVLink-C2C
   EXPECT_STREQ(ProfileForDevice("simcuda").name, policy::DefaultProfile().name);
 }

@@ -20,6 +20,12 @@ TEST(HwProfile, PaperPlatformIsTheDefault) {
   auto h100 = FindProfile("h100-80g-pcie5");
   ASSERT_TRUE(h100.ok());
   EXPECT_EQ(h100->memory_bytes, 80ull << 30);
+  // Managed memory over the same link, as measured: slower both ways than the copy engines, slowest to the host.
+  auto um = FindProfile("h100-80g-um");
+  ASSERT_TRUE(um.ok());
+  EXPECT_LT(um->h2d_bw, h100->h2d_bw);
+  EXPECT_LT(um->d2h_bw, um->h2d_bw);
+  EXPECT_DOUBLE_EQ(um->flops_per_s, h100->flops_per_s);
   for (const HwProfile& p : AllProfiles()) EXPECT_LT(p.fault_bw, p.h2d_bw) << p.name;
 }
 
