@@ -39,6 +39,21 @@ system() {
 }
 resolved() { ldd "$@" | sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) .*/\1 \2/p' | sort -u; }
 resolved "$lib" "$tool" | while read -r name path; do system "$name" || cp -L "$path" "$out/deps/$name"; done
+# The managed-memory probes (README.md), where this machine has the CUDA toolkit with CUPTI: um_costs, and the
+# injection library um_counters with the CUPTI it was built against.
+cuda=${CUDA_HOME:-/usr/local/cuda}
+tools=""
+if [[ -x $cuda/bin/nvcc && -f $cuda/include/cupti.h ]]; then
+  mkdir -p "$out/tools"
+  "$cuda/bin/nvcc" -O2 -std=c++17 -gencode 'arch=compute_90,code=[sm_90,compute_90]' -o "$out/tools/um_costs" \
+    "$root/tests/gpu/um_costs.cu"
+  "${CXX:-g++}" -std=c++17 -O2 -Wall -Wextra -fPIC -shared -I"$cuda/include" -o "$out/tools/libum_counters.so" \
+    "$root/tests/gpu/um_counters.cc" -L"$cuda/lib64" -lcupti -Wl,-rpath,'$ORIGIN'
+  cupti=$(ldd "$out/tools/libum_counters.so" | sed -n 's/^[[:space:]]*\(libcupti[^ ]*\) => \(\/[^ ]*\) .*/\2/p')
+  [[ -n $cupti ]] || { echo "bundle: libum_counters.so finds no libcupti" >&2; exit 1; }
+  [[ $(cd "$(dirname "$cupti")" && pwd) == $(cd "$out/tools" && pwd) ]] || cp -L "$cupti" "$out/tools/"
+  tools=", tools/um_costs and tools/libum_counters.so"
+fi
 cat >"$out/env.sh" <<'ENV'
 # Source this: the loader finds the libraries libkarma.so and karma-trace were built against.
 export LD_LIBRARY_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -48,5 +63,5 @@ deps=$(cd "$out/deps" && pwd)
 stray=$(LD_LIBRARY_PATH=$deps resolved "$out/build/lib/libkarma.so" "$out/build/bin/karma-trace" |
   while read -r name path; do system "$name" || [[ $path == "$deps/$name" ]] || echo "$name ($path)"; done)
 [[ -z $stray ]] || { echo "bundle: not taken from deps/: $stray" >&2; exit 1; }
-echo "bundle: $out ($(du -sh "$out" | cut -f1)): build/lib/libkarma.so, build/bin/karma-trace, $(ls "$out/deps" | wc -l) libraries in deps/"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)): build/lib/libkarma.so, build/bin/karma-trace, $(ls "$out/deps" | wc -l) libraries in deps/$tools"
 echo "bundle: on the GPU machine: source $out/env.sh && tests/gpu/run_gpu_suite.sh --skip-build --build $out/build"
