@@ -30,6 +30,9 @@
     "In the recorded iteration, run a kernel that changed memory the iteration did not allocate once more, on "  \
     "copies of its operands, to learn where its writes end; 0: never (such tensors then end at the next "         \
     "pointer seen, and their kernels are not recomputed).")                                                     \
+  X(KARMA_BATCH_MOVES, kBool, "1", "",                                                                         \
+    "Issue the prefetches and evictions that leave at one point as one batched managed-memory call; 0: one "      \
+    "call per range (on an H100 the batched call blocked the calling thread for its transfer).")                \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
     "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \

@@ -417,7 +417,8 @@ void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, 
   LastErrorScope errors(api_);
   cudaMemLocation loc = Location(to_device, device_);
   // The batch call refuses the legacy default stream.
-  if (ranges.size() > 1 && api_.cudaMemPrefetchBatchAsync != nullptr && s != nullptr && s != cudaStreamLegacy) {
+  if (batch_moves_ && ranges.size() > 1 && api_.cudaMemPrefetchBatchAsync != nullptr && s != nullptr &&
+      s != cudaStreamLegacy) {
     Batch b(ranges);
     size_t first = 0;
     if (api_.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==

@@ -52,6 +52,9 @@ class Executor {
   static constexpr uint32_t kNoPosition = UINT32_MAX;
 
   Executor(const CudaApi& api, live::Stats* stats);
+  // Prefetches and evictions that leave together go in one batched call (default), or one call per range
+  // (KARMA_BATCH_MOVES=0).
+  void SetBatchMoves(bool on) { batch_moves_ = on; }
   ~Executor();
   // Where the statistics go (the live view's segment once it exists).
   void SetStats(live::Stats* stats) { stats_ = stats; }
@@ -239,6 +242,7 @@ class Executor {
 
   // Scratch for redirected recompute outputs.
   uint64_t scratch_ = 0, scratch_bytes_ = 0;
+  bool batch_moves_ = true;
 
   // Events: those of the current and the previous iteration are in use; older ones are recycled.
   std::vector<cudaEvent_t> free_events_, used_events_, measured_events_;

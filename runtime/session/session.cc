@@ -148,6 +148,7 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
     }
   }
   executor_.SetStats(stats_);
+  executor_.SetBatchMoves(config_.batch_moves);
   std::strncpy(stats_->mode, ModeName(config_.mode), sizeof(stats_->mode) - 1);
   marker_mode_ = !config_.iteration_marker.empty();
   if (api_.cudaMallocManaged == nullptr) Degrade(Part::kArena, "cudaMallocManaged is not available");

@@ -270,6 +270,8 @@ int main(int argc, char** argv) {
       b.After(x_on_host, [&] { PrefetchEach(x, true, b.app); }, x), r);
   Row("resident, evict batch to the host (then kernel faults back)", 1,
       b.After(resident, [&] { PrefetchBatch(x, false, b.app); }, x), r);
+  Row("resident, one eviction per block (then kernel faults back)", n,
+      b.After(resident, [&] { PrefetchEach(x, false, b.app); }, x), r);
   // The executor on a free: event app->aux, discard on aux, event aux->app; on the next allocation of the block a
   // prefetch to the device on the application's stream.
   std::vector<cudaEvent_t> evs(2 * n);
@@ -302,8 +304,12 @@ int main(int argc, char** argv) {
       }, x), a);
   Row("meanwhile: evict the other set (batch)", 1, b.Meanwhile(resident, [&] { PrefetchBatch(y, false, b.aux); }, x),
       a);
+  Row("meanwhile: evict the other set, one call per block", n,
+      b.Meanwhile(resident, [&] { PrefetchEach(y, false, b.aux); }, x), a);
   Row("meanwhile: prefetch the other set from the host (batch)", 1,
       b.Meanwhile(y_on_host, [&] { PrefetchBatch(y, true, b.aux); }, x), a);
+  Row("meanwhile: prefetch the other set from the host, one call per block", n,
+      b.Meanwhile(y_on_host, [&] { PrefetchEach(y, true, b.aux); }, x), a);
   for (auto& e : evs) CHECK(cudaEventDestroy(e));
   // Which streams the batch calls take (the executor avoids the legacy default stream for them).
   std::printf("\n");

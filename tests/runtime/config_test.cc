@@ -38,13 +38,15 @@ TEST(ConfigTest, ValuesAreTaken) {
   const SessionConfig c = From({{"KARMA_MODE", "record"}, {"KARMA_CAPACITY", "3GiB"}, {"KARMA_TRACE_DIR", "/tmp/t"},
                                 {"KARMA_ITERATION_MARKER", "step"}, {"KARMA_WARMUP_ITERATIONS", "3"},
                                 {"KARMA_ARENA_SEGMENT", "64MiB"}, {"KARMA_LIVE", "0"}, {"KARMA_LOG", "debug"},
-                                {"KARMA_SOLVER", "heuristic"}, {"KARMA_RERUN_KERNELS", "0"}});
+                                {"KARMA_SOLVER", "heuristic"}, {"KARMA_RERUN_KERNELS", "0"},
+                                {"KARMA_BATCH_MOVES", "0"}});
   EXPECT_EQ(c.mode, Mode::kRecord);
   EXPECT_EQ(c.capacity.bytes, 3ull << 30);
   EXPECT_EQ(c.trace_dir, "/tmp/t");
   EXPECT_EQ(c.iteration_marker, "step");
   EXPECT_EQ(c.warmup_iterations, 3u);
   EXPECT_FALSE(c.rerun_kernels);
+  EXPECT_FALSE(c.batch_moves);
   EXPECT_EQ(c.arena_segment_bytes, 64ull << 20);
   EXPECT_FALSE(c.live_view);
   EXPECT_EQ(c.log_level, LogLevel::kDebug);

@@ -206,24 +206,30 @@ TEST_F(ExecutorTest, PrefetchesThatLeaveTogetherAreBatchedPerWaitingOp) {
   p->uses = {{}, {0}, {1, 2}};
   p->planned_bytes = {3 * kBytes, 3 * kBytes, 3 * kBytes};
   p->actions = 3;
-  Executor e(api_, &stats_);
-  e.Install(p, 0, 0);
-  bool wants = false;
-  ASSERT_EQ(e.Before(0, 11, 0, {}, &wants), 0u);
-  e.After(0, true);
-  TakeMoves();
-  ASSERT_EQ(e.Before(1, 22, 0, {}, &wants), 1u);  // after op 0: issued before op 1
-  const auto moves = TakeMoves();
-  ASSERT_EQ(moves.size(), 3u);
-  for (const auto& m : moves) {
-    EXPECT_EQ(m.call, "prefetch");
-    EXPECT_TRUE(m.to_device);
+  // KARMA_BATCH_MOVES=0: the same prefetches in the same order, one call each.
+  for (const bool batch : {true, false}) {
+    SCOPED_TRACE(batch ? "batched" : "one call per range");
+    Executor e(api_, &stats_);
+    e.SetBatchMoves(batch);
+    e.Install(p, 0, 0);
+    bool wants = false;
+    ASSERT_EQ(e.Before(0, 11, 0, {}, &wants), 0u);
+    e.After(0, true);
+    TakeMoves();
+    ASSERT_EQ(e.Before(1, 22, 0, {}, &wants), 1u);  // after op 0: issued before op 1
+    const auto moves = TakeMoves();
+    ASSERT_EQ(moves.size(), 3u);
+    for (const auto& m : moves) {
+      EXPECT_EQ(m.call, "prefetch");
+      EXPECT_TRUE(m.to_device);
+    }
+    EXPECT_EQ(moves[0].addr, kAddr);  // op 1's, alone
+    EXPECT_EQ(moves[1].addr, kAddr + kBytes);
+    EXPECT_EQ(moves[2].addr, kAddr + 2 * kBytes);
+    EXPECT_NE(moves[0].batch, moves[1].batch);
+    EXPECT_EQ(moves[1].batch == moves[2].batch, batch);  // op 2's, together when batched
+    e.Uninstall();
   }
-  EXPECT_EQ(moves[0].addr, kAddr);  // op 1's, alone
-  EXPECT_EQ(moves[1].addr, kAddr + kBytes);
-  EXPECT_EQ(moves[2].addr, kAddr + 2 * kBytes);
-  EXPECT_NE(moves[0].batch, moves[1].batch);
-  EXPECT_EQ(moves[1].batch, moves[2].batch);  // op 2's, together
 }
 
 // A plan that fits in the budget as the application runs it moves nothing, and neither does its replay: no
