@@ -78,17 +78,27 @@ def load(directory):
     return runs
 
 
+def late_mean(run):
+    """Mean of the later half of the timed iterations: a KARMA run's recording, profiling iteration and recompute
+    checks may fall in the first timed ones when the warm-up is short."""
+    times = run.get("times_ms") or []
+    late = times[len(times) // 2:]
+    return sum(late) / len(late) if late else None
+
+
 def rows(runs):
     out = []
     for model in sorted(runs):
         configs = runs[model]
         ref = configs.get("plain", {})
         ref_ms = ref.get("ms_mean") if ref.get("status") == "ok" else None
+        ref_late = late_mean(ref) if ref.get("status") == "ok" else None
         order = [c for c in CONFIG_ORDER if c in configs] + sorted(c for c in configs if c not in CONFIG_ORDER)
         for config in order:
             r = configs[config]
             ok = r.get("status") == "ok"
             ms = r.get("ms_mean") if ok else None
+            late = late_mean(r) if ok else None
             out.append({
                 "model": model,
                 "config": config,
@@ -96,6 +106,8 @@ def rows(runs):
                 "status": r.get("status", "?") + (f" ({r['message']})" if not ok and r.get("message") else ""),
                 "ms": f"{ms:.1f}" if ms is not None else "-",
                 "x_plain": f"{ms / ref_ms:.2f}" if ms is not None and ref_ms else "-",
+                "ms_late": f"{late:.1f}" if late is not None else "-",
+                "x_late": f"{late / ref_late:.2f}" if late is not None and ref_late else "-",
                 "peak_alloc": gib(r.get("peak_allocated_bytes")),
                 "peak_reserved": gib(r.get("peak_reserved_bytes")),
                 "capacity": r.get("env", {}).get("KARMA_CAPACITY") or "-",
@@ -110,7 +122,7 @@ def rows(runs):
 
 
 COLUMNS = [("model", "model"), ("configuration", "what"), ("status", "status"), ("ms/iter", "ms"),
-           ("x plain", "x_plain"), ("peak allocated", "peak_alloc"), ("peak reserved", "peak_reserved"),
+           ("x plain", "x_plain"), ("later half", "ms_late"), ("x plain", "x_late"), ("peak allocated", "peak_alloc"), ("peak reserved", "peak_reserved"),
            ("KARMA_CAPACITY", "capacity"), ("plan", "plan"), ("loss vs plain", "loss"), ("final loss", "final_loss")]
 
 
@@ -141,7 +153,8 @@ def markdown(table, env, smoke, title):
     if summaries:
         md += ["", "libkarma.so's exit summaries:", ""]
         md += [f"- {model} {config}: `{line}`" for model, config, line in summaries]
-    md += ["", "Times: mean of the steady iterations (CUDA events, warm-up excluded). Peak: torch.cuda's "
+    md += ["", "Times: mean of the timed iterations (CUDA events, warm-up excluded), and of their later half (a "
+           "KARMA run's recording, profiling iteration and recompute checks may fall in the first ones). Peak: torch.cuda's "
            "allocator statistics (what PyTorch asked for, wherever it lives). Plan: whether libkarma.so replayed a "
            "plan (none: the row is managed memory with the budget unenforced). Loss: every iteration's loss "
            "compared with the plain run.", ""]
