@@ -11,6 +11,9 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 bash -n "$here/run_gpu_suite.sh" || fail "run_gpu_suite.sh does not parse"
+bash -n "$here/lent_session.sh" || fail "lent_session.sh does not parse"
+"$here/lent_session.sh" "$tmp/nowhere" "$tmp/out" >/dev/null 2>&1
+[[ $? == 2 ]] || fail "lent_session.sh without a bundle must exit 2"
 "$here/run_gpu_suite.sh" --iters 0 >/dev/null 2>&1
 [[ $? == 2 ]] || fail "--iters 0 must be refused with exit 2"
 "$here/run_gpu_suite.sh" --models vgg >/dev/null 2>&1

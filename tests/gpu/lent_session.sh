@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
+# only a few files, and may replace the bundle's folder between calls): the managed-memory probe, the suite at
+# small sizes, and each model's caching-allocator KARMA row again with KARMA_BATCH_MOVES=0 (one call per range).
+#   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
+# BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz; SECONDS: the whole session's limit (default
+# 540). Prints the suite's table at the end. See tests/gpu/README.md.
+set -uo pipefail
+usage() { echo "usage: tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]"; }
+(($# >= 2 && $# <= 3)) || { usage >&2; exit 2; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/tests/gpu
+bundle=$(cd "$1" 2>/dev/null && pwd) || { echo "lent_session: no bundle at $1" >&2; exit 2; }
+out=$2
+limit=${3:-540}
+[[ $limit =~ ^[0-9]+$ ]] && ((limit >= 120)) || { echo "lent_session: SECONDS must be 120 or more" >&2; exit 2; }
+[[ -f $bundle/env.sh && -f $bundle/build/lib/libkarma.so ]] || { echo "lent_session: $bundle is no bundle" >&2; exit 2; }
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+python=${PYTHON:-python3}
+# shellcheck disable=SC1091
+source "$bundle/env.sh"
+work=$(mktemp -d)
+start=$SECONDS
+left() { echo $((limit - (SECONDS - start))); }
+say() { echo "lent_session [$((SECONDS - start))s]: $*"; }
+pack() {
+  tar czf "$out/results.tgz" -C "$work" --exclude='*.ktrace' . && say "results: $out/results.tgz"
+}
+trap pack EXIT
+
+{
+  date -u
+  nvidia-smi -L
+  nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
+  "$python" -c 'import torch, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "torchvision", torchvision.__version__)'
+  git -C "$root" log -1 --format='commit %h %s' 2>/dev/null
+} >"$work/machine.txt" 2>&1
+cat "$work/machine.txt"
+
+if [[ -x $bundle/tools/um_costs ]]; then
+  say "um_costs"
+  timeout 60 "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
+  cat "$work/um_costs.txt"
+fi
+
+# The suite, leaving about two minutes for the second runs.
+reserve=130
+say "suite ($(($(left) - reserve)) s)"
+timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
+  --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
+  --gpt2-args "--layers 6 --batch 4" >"$work/suite.txt" 2>&1
+say "suite: exit $?"
+
+# The caching-allocator rows with one managed-memory call per range, at the suite's capacity and sizes.
+for model in gpt2 resnet50; do
+  plain=$work/suite/$model-plain.json
+  (($(left) > 50)) && [[ -f $plain ]] || continue
+  cap=$("$python" -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(int(r["peak_allocated_bytes"] / 1.5) if r.get("status") == "ok" else "")' "$plain")
+  [[ -n $cap ]] || continue
+  args=(--batch 32)
+  [[ $model == gpt2 ]] && args=(--layers 6 --batch 4)
+  say "$model karma-unbatched"
+  timeout --kill-after=10 $(($(left) - 15)) env LD_PRELOAD="$bundle/build/lib/libkarma.so" KARMA_CAPACITY="$cap" \
+    KARMA_LOG=info KARMA_BATCH_MOVES=0 KARMA_TRACE_DIR="$work/traces-unbatched" \
+    "$python" "$here/train_bench.py" --model "$model" "${args[@]}" --iters 16 --warmup 8 --label karma-unbatched \
+    --out "$work/suite/$model-karma-unbatched.json" >"$work/suite/$model-karma-unbatched.log" 2>&1
+  say "$model karma-unbatched: exit $?"
+done
+if [[ -d $work/suite ]]; then
+  "$python" "$here/summarize.py" "$work/suite" --md "$work/suite/gpu-results.md" --json "$work/suite/results.json" \
+    --title "GPU suite results (lent session)"
+fi
