@@ -259,6 +259,9 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
   if (p == nullptr || n < base_) return kNoPosition;
+  // With markers, ops past the marked iteration's length before the next marker (a final copy, a log line every
+  // few iterations) lie outside every iteration: no position, and no divergence.
+  if (marks_ > 0 && n - base_ >= p->period) return kNoPosition;
   const auto pos = static_cast<uint32_t>((n - base_) % p->period);
   try {
     if (pos == 0) StartIterationLocked(n);

@@ -483,7 +483,8 @@ TEST_F(ExecutorTest, AProgramInstalledAtAnIterationsStartValidatesInTheNextItera
 
 // With explicit markers each marked iteration restarts the positions at a new base: its allocations are still
 // its own (counted afresh), so the recompute is checked in the first marked iteration and then runs in every one.
-// A program made in the middle of an iteration starts at the next marker.
+// A program made in the middle of an iteration starts at the next marker. Ops after a marked iteration's end and
+// before the next marker are outside every iteration: not a divergence.
 TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
   api_.cudaMemcpyAsync = &HostMemcpyAsync;
   api_.cudaStreamSynchronize = &NoWait;
@@ -501,7 +502,9 @@ TEST_F(ExecutorTest, MarkedIterationsEachCountTheirOwnAllocations) {
     r.RunIteration(e, n);
     EXPECT_EQ(r.launches, iteration + 1);  // the check, then the recompute of every later iteration
     EXPECT_FALSE(e.rejected_ops()[0]);
+    for (uint64_t k = 3; k < 5; ++k) EXPECT_EQ(e.Before(n + k, 99, 0, {}, &wants), Executor::kNoPosition);
   }
+  EXPECT_EQ(stats_.divergences.load(), 0u);
   EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
   e.Uninstall();
 }
