@@ -52,10 +52,10 @@ class Executor {
   static constexpr uint32_t kNoPosition = UINT32_MAX;
 
   Executor(const CudaApi& api, live::Stats* stats);
+  ~Executor();
   // Prefetches and evictions that leave together go in one batched call (default), or one call per range
   // (KARMA_BATCH_MOVES=0).
   void SetBatchMoves(bool on) { batch_moves_ = on; }
-  ~Executor();
   // Where the statistics go (the live view's segment once it exists).
   void SetStats(live::Stats* stats) { stats_ = stats; }
   Executor(const Executor&) = delete;
@@ -169,9 +169,9 @@ class Executor {
   void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
                         const HoldsPointer& holds_pointer);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
-  // scratch address). Empty when they are placed, else why not: an input is gone, or
-  // an output that must go to scratch shares an operand with other buffers (the launch would write them all from
-  // its scratch slot, past the slot's end).
+  // scratch address). Empty when they are placed, else why not: an input is gone, or an output that must go to
+  // scratch shares an operand with other buffers (the launch would write them all from its scratch slot, past
+  // the slot's end).
   std::string PlaceLocked(const ReplayProgram::Recompute& rc,
                           std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
   // Issues the recompute's launches. A launch captured in this iteration holds this iteration's pointers; a

@@ -295,22 +295,16 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
       const RecordedBuffer& rb = rec.buffers.at(u.serial);
       if (u.written != 0) rp.written.push_back({rb.entry.start + u.offset, u.written});
       const Split& sp = splits.at(u.serial);
-      std::vector<trace::BufferId> span;
+      std::vector<trace::BufferId> covered;  // the sub-buffers the operand covers
       ForAtoms(sp, u, [&](size_t k) {
-        if (sp.ids[k] != trace::kNone && std::find(span.begin(), span.end(), sp.ids[k]) == span.end()) {
-          span.push_back(sp.ids[k]);
-        }
+        if (sp.ids[k] != trace::kNone) covered.push_back(sp.ids[k]);
       });
-      if (span.size() > 1) rp.spans.push_back(std::move(span));
+      if (covered.size() > 1) rp.spans.push_back(covered);
       if (u.slot == kNoSlot || sp.whole || rb.allocated_inside ||
-          (rb.entry.origin != Origin::kArena && rb.entry.origin != Origin::kAppManaged)) {
+          (rb.entry.origin != Origin::kArena && rb.entry.origin != Origin::kAppManaged) || covered.empty()) {
         continue;
       }
-      Anchor a{u.slot, rb.entry.start + u.offset, {}};
-      ForAtoms(sp, u, [&](size_t k) {
-        if (sp.ids[k] != trace::kNone) a.buffers.push_back(sp.ids[k]);
-      });
-      if (!a.buffers.empty()) rp.anchors.push_back(std::move(a));
+      rp.anchors.push_back(Anchor{u.slot, rb.entry.start + u.offset, std::move(covered)});
     }
   }
 
