@@ -383,10 +383,7 @@ bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
   return true;
 }
 
-bool Executor::Movable(trace::BufferId b) const {
-  const Origin o = prog_->buffers[b].origin;
-  return o == Origin::kArena || o == Origin::kAppManaged;
-}
+bool Executor::Movable(trace::BufferId b) const { return rt::Movable(prog_->buffers[b].origin); }
 
 Executor::Batch::Batch(const std::vector<Range>& ranges) {
   for (const Range& r : ranges) {

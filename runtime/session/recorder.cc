@@ -300,8 +300,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
         if (sp.ids[k] != trace::kNone) covered.push_back(sp.ids[k]);
       });
       if (covered.size() > 1) rp.spans.push_back(covered);
-      if (u.slot == kNoSlot || sp.whole || rb.allocated_inside ||
-          (rb.entry.origin != Origin::kArena && rb.entry.origin != Origin::kAppManaged) || covered.empty()) {
+      if (u.slot == kNoSlot || sp.whole || rb.allocated_inside || !Movable(rb.entry.origin) || covered.empty()) {
         continue;
       }
       rp.anchors.push_back(Anchor{u.slot, rb.entry.start + u.offset, std::move(covered)});

@@ -16,6 +16,8 @@ enum class Origin : uint8_t {
   kHostPinned = 3,   // cudaMallocHost / cudaHostAlloc: known so that it is never mistaken for device memory
 };
 const char* OriginName(Origin o);
+// Managed memory, which KARMA may prefetch, evict and discard: the arena's and the application's own.
+inline bool Movable(Origin o) { return o == Origin::kArena || o == Origin::kAppManaged; }
 
 struct BufferEntry {
   uint64_t start = 0;

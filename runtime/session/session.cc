@@ -464,8 +464,7 @@ void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& 
   const cudaStream_t s = StreamOf(d.stream);
   LastErrorScope errors(api_);
   for (const Touch& t : touches) {
-    const Origin o = t.buffer.origin;
-    if (o != Origin::kArena && o != Origin::kAppManaged) continue;
+    if (!Movable(t.buffer.origin)) continue;
     const uint64_t bytes = GuessExtentLocked(t);
     if (bytes == 0) continue;
     cudaMemLocation loc{};
@@ -494,8 +493,7 @@ void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touch
     const size_t use = u++;
     const uint64_t offset = t.operand.ptr - t.buffer.start;
     const bool first = rec.seen.insert({t.buffer.serial, offset}).second;
-    if (t.operand.access != Access::kTouch ||
-        (t.buffer.origin != Origin::kArena && t.buffer.origin != Origin::kAppManaged)) {
+    if (t.operand.access != Access::kTouch || !Movable(t.buffer.origin)) {
       all = false;
       continue;
     }
@@ -781,7 +779,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
         }
         Registry::Reader reader(registry_);
         const BufferEntry* e = word != 0 ? reader.Find(word) : nullptr;
-        if (e == nullptr || (e->origin != Origin::kArena && e->origin != Origin::kAppManaged)) return false;
+        if (e == nullptr || !Movable(e->origin)) return false;
         *out = Executor::Pointer{word, e->start, e->size};
         return true;
       };
