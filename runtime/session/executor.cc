@@ -392,20 +392,23 @@ Executor::Batch::Batch(const std::vector<Range>& ranges) {
   }
 }
 
-void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
-  if (ranges.empty()) return;
-  if (api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr && s != nullptr && s != cudaStreamLegacy) {
-    LastErrorScope errors(api_);
-    Batch b(ranges);
-    cudaMemLocation loc = Location(true, device_);
-    size_t first = 0;
-    if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0,
-                                                 s) == cudaSuccess) {
-      return;
-    }
+bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  // The batch call refuses the legacy default stream.
+  if (api_.cudaMemDiscardAndPrefetchBatchAsync == nullptr || s == nullptr || s == cudaStreamLegacy) return false;
+  LastErrorScope errors(api_);
+  Batch b(ranges);
+  cudaMemLocation loc = Location(true, device_);
+  size_t first = 0;
+  if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) !=
+      cudaSuccess) {
     errors.Failed();
+    return false;
   }
-  PrefetchLocked(ranges, s, true);
+  return true;
+}
+
+void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (!ranges.empty() && !DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
 }
 
 Executor::Range Executor::OwnedPages(const Range& r) {
@@ -542,14 +545,9 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
     away_[b] = 0;
   }
   if (!fresh.empty()) {
-    Batch b(fresh);
-    cudaMemLocation loc = Location(true, device_);
-    size_t first = 0;
-    if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0,
-                                                 aux_) == cudaSuccess) {
+    if (DiscardAndPrefetchLocked(fresh, aux_)) {
       for (const Range& r : fresh) stats_->discarded_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     } else {
-      errors.Failed();
       back.insert(back.end(), fresh.begin(), fresh.end());
     }
   }

@@ -163,6 +163,9 @@ class Executor {
   // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
   // (docs/gpu-results.md, tests/gpu/um_costs.cu).
   void PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s);
+  // One cudaMemDiscardAndPrefetchBatchAsync of `ranges` to the device on `s`; false when it was not made (no such
+  // call, the legacy stream, or an error).
+  bool DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
   // The program's dead values that the op at `pos` overwrites: discarded and populated on the device right
   // before it (no transfer) where `operands` write all their pages, else brought back; the op waits either way.
