@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define CHECK(x)                                                                                    \
@@ -111,49 +112,52 @@ struct Bench {
   // setup: brings the memory to the case's starting state (synchronized); ops: the calls measured (host time, and
   // device time on `app`); then one kernel pass over `target` on `app`.
   Figures After(const std::function<void()>& setup, const std::function<void()>& ops, const Set& target) {
-    std::vector<double> host, op, kern;
-    for (int r = 0; r < reps; ++r) {
-      setup();
-      CHECK(cudaDeviceSynchronize());
+    return Repeat(setup, [&] {
       CHECK(cudaEventRecord(e0, app));
-      auto t0 = std::chrono::steady_clock::now();
-      ops();
-      auto t1 = std::chrono::steady_clock::now();
+      const double us = HostMicros(ops);
       CHECK(cudaEventRecord(e1, app));
       Kernel(target, app);
       CHECK(cudaEventRecord(e2, app));
-      CHECK(cudaDeviceSynchronize());
-      float a = 0, b = 0;
-      CHECK(cudaEventElapsedTime(&a, e0, e1));
-      CHECK(cudaEventElapsedTime(&b, e1, e2));
-      host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      op.push_back(a);
-      kern.push_back(b);
-    }
-    return {Median(host), Median(op), Median(kern)};
+      return us;
+    }, {e0, e1}, {e1, e2});
   }
 
   // 10 kernel passes over `target` (resident) on `app` while `ops` run on `aux`; op_ms is aux's time for them.
   Figures Meanwhile(const std::function<void()>& setup, const std::function<void()>& ops, const Set& target) {
-    std::vector<double> host, op, kern;
-    for (int r = 0; r < reps; ++r) {
-      setup();
-      CHECK(cudaDeviceSynchronize());
+    return Repeat(setup, [&] {
       CHECK(cudaEventRecord(e0, app));
       CHECK(cudaEventRecord(e2, aux));
       Kernel(target, app, 10);
       CHECK(cudaEventRecord(e1, app));
-      auto t0 = std::chrono::steady_clock::now();
-      ops();
-      auto t1 = std::chrono::steady_clock::now();
+      const double us = HostMicros(ops);
       CHECK(cudaEventRecord(e3, aux));
+      return us;
+    }, {e2, e3}, {e0, e1});
+  }
+
+ private:
+  using Span = std::pair<cudaEvent_t, cudaEvent_t>;
+  static double HostMicros(const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  static double Ms(const Span& s) {
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, s.first, s.second));
+    return ms;
+  }
+  // `reps` times: setup, synchronize, `issue` (which returns the host time of the calls it measures), synchronize;
+  // the medians of that host time and of the device times between the events of `calls` and of `kernel`.
+  Figures Repeat(const std::function<void()>& setup, const std::function<double()>& issue, Span calls, Span kernel) {
+    std::vector<double> host, op, kern;
+    for (int r = 0; r < reps; ++r) {
+      setup();
       CHECK(cudaDeviceSynchronize());
-      float a = 0, b = 0;
-      CHECK(cudaEventElapsedTime(&a, e2, e3));
-      CHECK(cudaEventElapsedTime(&b, e0, e1));
-      host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      op.push_back(a);
-      kern.push_back(b);
+      host.push_back(issue());
+      CHECK(cudaDeviceSynchronize());
+      op.push_back(Ms(calls));
+      kern.push_back(Ms(kernel));
     }
     return {Median(host), Median(op), Median(kern)};
   }
