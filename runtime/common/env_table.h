@@ -33,6 +33,9 @@
   X(KARMA_BATCH_MOVES, kBool, "1", "",                                                                         \
     "Issue the prefetches and evictions that leave at one point as one batched managed-memory call; 0: one "      \
     "call per range (on an H100 the batched call blocked the calling thread for its transfer).")                \
+  X(KARMA_MOVE_THREADS, kBool, "0", "",                                                                        \
+    "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction) instead of "   \
+    "inside the application's launches, which then wait only where they need the data.")                       \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
     "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \

@@ -47,6 +47,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
   c.live_view = env.flag(EnvVar::KARMA_LIVE);
   c.rerun_kernels = env.flag(EnvVar::KARMA_RERUN_KERNELS);
   c.batch_moves = env.flag(EnvVar::KARMA_BATCH_MOVES);
+  c.move_threads = env.flag(EnvVar::KARMA_MOVE_THREADS);
   LogLevel level = LogLevel::kWarn;
   ParseLogLevel(env.text(EnvVar::KARMA_LOG), &level);
   c.log_level = level;

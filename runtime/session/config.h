@@ -25,6 +25,7 @@ struct SessionConfig {
   uint64_t arena_segment_bytes = 256ull << 20;
   bool live_view = true;
   bool rerun_kernels = true;  // KARMA_RERUN_KERNELS: the run on copies in the recorded iteration
+  bool move_threads = false;  // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
   bool batch_moves = true;    // KARMA_BATCH_MOVES: one batched call per point for prefetches and evictions
   LogLevel log_level = LogLevel::kWarn;
   // Rejected values and inconsistent settings, one sentence each; the session logs them once at start.

@@ -33,6 +33,21 @@ Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(s
 
 Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
 
+void Executor::SetMoveThreads(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (on && mover_ == nullptr) mover_ = std::make_unique<Mover>();
+  if (!on && mover_ != nullptr) {
+    mover_->Drain();
+    mover_.reset();
+    recorded_by_.clear();
+  }
+}
+
+void Executor::AbandonAfterFork() {
+  // Not under mu_: a thread of the parent may have held it at the fork.
+  if (mover_ != nullptr) mover_->AbandonAfterFork();
+}
+
 std::string Executor::program_summary() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& p = prog_ != nullptr ? prog_ : pending_;
@@ -156,6 +171,10 @@ void Executor::MeasureLocked(bool final) {
 
 void Executor::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (mover_ != nullptr) {
+    mover_->Drain();  // every event a mover job records is recorded
+    recorded_by_.clear();
+  }
   if (api_.cudaEventSynchronize != nullptr) {
     LastErrorScope errors(api_);
     for (const Stall& s : stalls_) {
@@ -214,7 +233,14 @@ void Executor::StartIterationLocked(uint64_t n) {
   }
   diverged_ = false;
   running_ = prog_ != nullptr && EnsureStreamsLocked();
-  // Events of the iteration before the last are measured and recycled.
+  // Events of the iteration before the last are measured and recycled: the mover jobs recording them have run.
+  if (mover_ != nullptr) {
+    for (const Mover::Ticket& t : posted_before_) mover_->Wait(t);
+    for (auto it = recorded_by_.begin(); it != recorded_by_.end();) {
+      it = mover_->Ran(it->second) ? recorded_by_.erase(it) : std::next(it);
+    }
+    posted_before_ = mover_->Last();
+  }
   MeasureLocked(false);
   free_events_.insert(free_events_.end(), measured_events_.begin(), measured_events_.end());
   measured_events_ = std::move(used_events_);
@@ -285,6 +311,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
       if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
       cudaEvent_t done = prefetched_[a];
       if (done == nullptr) continue;
+      ReadyLocked(done);
       LastErrorScope errors(api_);
       if (api_.cudaEventQuery(done) == cudaSuccess) {
         stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
@@ -415,27 +442,66 @@ Executor::Range Executor::OwnedPages(const Range& r) {
   return Range{PageUp(r.addr), OwnedPageBytes(r.addr, r.bytes)};
 }
 
-void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
+void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
+                              cudaMemLocation loc, bool batch) {
   if (ranges.empty()) return;
-  LastErrorScope errors(api_);
-  cudaMemLocation loc = Location(to_device, device_);
+  LastErrorScope errors(api);
   // The batch call refuses the legacy default stream.
-  if (batch_moves_ && ranges.size() > 1 && api_.cudaMemPrefetchBatchAsync != nullptr && s != nullptr &&
+  if (batch && ranges.size() > 1 && api.cudaMemPrefetchBatchAsync != nullptr && s != nullptr &&
       s != cudaStreamLegacy) {
     Batch b(ranges);
     size_t first = 0;
-    if (api_.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==
+    if (api.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==
         cudaSuccess) {
       return;
     }
     errors.Failed();
   }
-  if (api_.cudaMemPrefetchAsync == nullptr) return;
+  if (api.cudaMemPrefetchAsync == nullptr) return;
   for (const Range& r : ranges) {
-    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(r.addr), r.bytes, loc, 0, s) != cudaSuccess) {
+    if (api.cudaMemPrefetchAsync(reinterpret_cast<const void*>(r.addr), r.bytes, loc, 0, s) != cudaSuccess) {
       errors.Failed();
     }
   }
+}
+
+void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
+  PrefetchRanges(api_, ranges, s, Location(to_device, device_), batch_moves_);
+}
+
+cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
+                                 bool to_device) {
+  cudaEvent_t done = EventLocked();
+  auto issue = [&api = api_, s, waits, ranges = std::move(ranges), loc = Location(to_device, device_),
+                batch = batch_moves_, done] {
+    LastErrorScope errors(api);
+    for (cudaEvent_t w : waits) {
+      if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
+    }
+    PrefetchRanges(api, ranges, s, loc, batch);
+    if (done != nullptr && api.cudaEventRecord(done, s) != cudaSuccess) errors.Failed();
+  };
+  if (mover_ == nullptr) {
+    issue();
+    return done;
+  }
+  // The lane's jobs and the jobs recording the events this one waits for run first.
+  std::vector<Mover::Ticket> after;
+  for (cudaEvent_t w : waits) {
+    auto it = recorded_by_.find(w);
+    if (it != recorded_by_.end()) after.push_back(it->second);
+  }
+  const Mover::Ticket t = mover_->Post(s == in_ ? 0 : 1, std::move(after), std::move(issue));
+  if (done != nullptr) recorded_by_[done] = t;
+  return done;
+}
+
+void Executor::ReadyLocked(cudaEvent_t e) {
+  if (mover_ == nullptr || e == nullptr) return;
+  auto it = recorded_by_.find(e);
+  if (it == recorded_by_.end()) return;
+  mover_->Wait(it->second);
+  recorded_by_.erase(it);
 }
 
 void Executor::IssueLocked(uint32_t k, StreamKey stream) {
@@ -481,13 +547,11 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     }
   }
   if (!out.empty()) {
-    if (api_.cudaStreamWaitEvent(out_, anchor, 0) != cudaSuccess) errors.Failed();
-    PrefetchLocked(out, out_, false);
-    cudaEvent_t done = RecordLocked(KeyOf(out_));
-    for (size_t i = 0; i < out.size(); ++i) {
-      evicted_[out_ids[i]] = done;
-      away_[out_ids[i]] = 1;
-      stats_->evicted_bytes.fetch_add(out[i].bytes, std::memory_order_relaxed);
+    for (size_t i = 0; i < out.size(); ++i) stats_->evicted_bytes.fetch_add(out[i].bytes, std::memory_order_relaxed);
+    cudaEvent_t done = MoveLocked(out_, {anchor}, std::move(out), false);
+    for (trace::BufferId b : out_ids) {
+      evicted_[b] = done;
+      away_[b] = 1;
     }
   }
   if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
@@ -528,6 +592,7 @@ void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const 
     if (evicted == nullptr || !Movable(b) || !MoveRangeLocked(b, &r)) continue;
     const Range owned = OwnedPages(r);  // what its eviction moved
     if (owned.bytes == 0) continue;
+    ReadyLocked(evicted);
     if (api_.cudaStreamWaitEvent(aux_, evicted, 0) != cudaSuccess) errors.Failed();
     // The call as made now, not as recorded, must set every byte of those pages: a library call's operand says
     // so, a kernel must get the pointer it was seen to write from (ReplayOp::written).
@@ -566,7 +631,6 @@ bool Executor::RoomLocked(uint32_t k) const {
 
 void Executor::IssueDeferredLocked(uint32_t needed_action) {
   const ReplayProgram& p = *prog_;
-  LastErrorScope errors(api_);
   while (!deferred_.empty()) {
     const Deferred d = deferred_.front();
     bool needed = false;
@@ -594,19 +658,19 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
         in_ids.push_back(items[i]->buffer);
       }
       if (!in.empty()) {
-        if (!anchored && api_.cudaStreamWaitEvent(in_, d.anchor, 0) != cudaSuccess) errors.Failed();
+        std::vector<cudaEvent_t> waits;
+        if (!anchored) waits.push_back(d.anchor);
         anchored = true;
         // A buffer evicted earlier in this iteration comes back only after its write-back.
         for (trace::BufferId b : in_ids) {
-          if (evicted_[b] != nullptr && api_.cudaStreamWaitEvent(in_, evicted_[b], 0) != cudaSuccess) errors.Failed();
+          if (evicted_[b] != nullptr) waits.push_back(evicted_[b]);
         }
-        PrefetchLocked(in, in_, true);
-        cudaEvent_t done = RecordLocked(KeyOf(in_));
+        for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+        cudaEvent_t done = MoveLocked(in_, waits, std::move(in), true);
         for (trace::BufferId b : in_ids) away_[b] = 0;
         for (size_t i = first; i < end; ++i) {
           if (Has(in_ids, items[i]->buffer)) prefetched_[items[i]->action] = done;
         }
-        for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
       }
       first = end;
     }

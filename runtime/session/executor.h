@@ -2,6 +2,7 @@
 // and recomputes on its own streams, ordered against the application's streams with events.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -10,10 +11,12 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/common/live_stats.h"
 #include "runtime/session/cuda_api.h"
+#include "runtime/session/mover.h"
 #include "runtime/session/ops.h"
 #include "runtime/session/replay_program.h"
 
@@ -56,6 +59,12 @@ class Executor {
   // Prefetches and evictions that leave together go in one batched call (default), or one call per range
   // (KARMA_BATCH_MOVES=0).
   void SetBatchMoves(bool on) { batch_moves_ = on; }
+  // Prefetches and evictions are issued from two threads of the executor's own (one per direction) instead of
+  // inside the application's launch (KARMA_MOVE_THREADS=1): on an H100 a batched move blocked its caller for the
+  // transfer. Set before the first program is installed.
+  void SetMoveThreads(bool on);
+  // After fork() in the child: the mover threads do not exist there.
+  void AbandonAfterFork();
   // Where the statistics go (the live view's segment once it exists).
   void SetStats(live::Stats* stats) { stats_ = stats; }
   Executor(const Executor&) = delete;
@@ -157,7 +166,18 @@ class Executor {
   // Issues deferred prefetch batches in order while their room is there, and up to the one holding
   // `needed_action` (a swap-in an op is about to wait for) regardless.
   void IssueDeferredLocked(uint32_t needed_action);
+  // Prefetches `ranges` to `loc` on `s`: one batched call where allowed (`batch`), else one call per range. Uses
+  // nothing of the executor's state (mover threads call it).
+  static void PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
+                             cudaMemLocation loc, bool batch);
   void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
+  // Prefetches `ranges` to the device (or evicts them to the host) on `s` after `waits`, and returns an event
+  // recorded after them: on this thread, or queued on the mover's lane for `s` when there is a mover (the event
+  // is recorded once that job has run: ReadyLocked).
+  cudaEvent_t MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
+                         bool to_device);
+  // Before this thread uses an event a mover job records: waits until the job has run.
+  void ReadyLocked(cudaEvent_t e);
   // Pages whose values are dead (a recompute's discarded targets, its scratch) made resident on the device without
   // a transfer, with one discard-and-prefetch call: on an H100 the kernels writing discarded pages after a batched
   // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
@@ -246,6 +266,12 @@ class Executor {
   // Scratch for redirected recompute outputs.
   uint64_t scratch_ = 0, scratch_bytes_ = 0;
   bool batch_moves_ = true;
+  std::unique_ptr<Mover> mover_;  // KARMA_MOVE_THREADS
+  // Events a mover job records, with the job (entries of jobs known to have run are dropped).
+  std::unordered_map<cudaEvent_t, Mover::Ticket> recorded_by_;
+  // The mover's last jobs when the previous iteration started: they have run before that iteration's events are
+  // measured and recycled.
+  std::array<Mover::Ticket, Mover::kLanes> posted_before_{};
 
   // Events: those of the current and the previous iteration are in use; older ones are recycled.
   std::vector<cudaEvent_t> free_events_, used_events_, measured_events_;

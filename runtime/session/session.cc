@@ -149,6 +149,7 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
   }
   executor_.SetStats(stats_);
   executor_.SetBatchMoves(config_.batch_moves);
+  executor_.SetMoveThreads(config_.move_threads);
   std::strncpy(stats_->mode, ModeName(config_.mode), sizeof(stats_->mode) - 1);
   marker_mode_ = !config_.iteration_marker.empty();
   if (api_.cudaMallocManaged == nullptr) Degrade(Part::kArena, "cudaMallocManaged is not available");
@@ -1311,6 +1312,7 @@ void Session::Shutdown() noexcept {
 void Session::AfterForkInChild() noexcept {
   forked_child_.store(true);
   worker_.AbandonAfterFork();
+  executor_.AbandonAfterFork();
 }
 
 }  // namespace karma::rt

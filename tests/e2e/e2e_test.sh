@@ -4,7 +4,7 @@
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
 # CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | segments_3 | segments_4 | drift | replay |
-#       trace | inplace | inplace_hidden | overwrite | stress
+#       trace | inplace | inplace_hidden | overwrite | move_threads | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -267,6 +267,24 @@ PY
     fail "with KARMA_RERUN_KERNELS=0 scale's tensor should run to the next pointer"
   echo "ok   KARMA_RERUN_KERNELS=0: same results, no measured extent"
   ;;
+move_threads)
+  # KARMA_MOVE_THREADS=1: the plan's prefetches and evictions go out from two threads of KARMA's own. Results stay
+  # bit-identical and the plan moves data. No speed check: simcuda serializes calls in the order they reach it and
+  # runs each kernel on the CPU under its lock, so a mover thread's calls land kernels later than on a GPU
+  # (docs/runtime-e2e.md).
+  for run_case in "skipnet_trainer async" "mlp_trainer segments"; do
+    read -r app alloc <<<"$run_case"
+    args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc "$alloc")
+    run ref -- "$bin/$app" "${args[@]}"
+    must_run ref
+    KARMA_MOVE_THREADS=1 run karma --mem "$mem" --karma -- "$bin/$app" "${args[@]}"
+    must_run karma
+    same ref karma
+    grep -q "^karma: mode auto.*prefetched [1-9].*evicted [1-9]" "$tmp/karma.err" ||
+      fail "$app $alloc: nothing moved: $(grep '^karma' "$tmp/karma.err")"
+    echo "$app $alloc at 3x with move threads: $(grep '^karma: mode' "$tmp/karma.err")"
+  done
+  ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them
   # live: 1.5x the device). The program checks every value on the host.
@@ -277,6 +295,10 @@ stress)
     echo "KARMA_MODE=$mode: $(cat "$tmp/stress.out")"
     grep '^karma: mode' "$tmp/stress.err"
   done
+  KARMA_MOVE_THREADS=1 run stress --mem "$mem" --karma -- "$bin/e2e_stress" 20 $((mem_mib / 8))
+  [[ $rc == 0 ]] || fail "stress with KARMA_MOVE_THREADS=1: exit $rc: $(tail -5 "$tmp/stress.err")"
+  grep -q '^ok: 4 threads' "$tmp/stress.out" || fail "stress with KARMA_MOVE_THREADS=1: $(cat "$tmp/stress.out")"
+  echo "KARMA_MOVE_THREADS=1: $(cat "$tmp/stress.out")"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
 # only a few files, and may replace the bundle's folder between calls): the managed-memory probe, the suite at
-# small sizes, and each model's caching-allocator KARMA row again with KARMA_BATCH_MOVES=0 (one call per range).
+# small sizes, and each model's caching-allocator KARMA row again with KARMA_MOVE_THREADS=1 (moves from KARMA's
+# own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
 # BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz; SECONDS: the whole session's limit (default
 # 540). Prints the suite's table at the end. See tests/gpu/README.md.
@@ -44,16 +45,19 @@ if [[ -x $bundle/tools/um_costs ]]; then
   cat "$work/um_costs.txt"
 fi
 
-# The suite, leaving about two minutes for the second runs.
-reserve=130
+# The suite, leaving about three and a half minutes for the second runs.
+reserve=210
 say "suite ($(($(left) - reserve)) s)"
 timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
   --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
   --gpt2-args "--layers 6 --batch 4" >"$work/suite.txt" 2>&1
 say "suite: exit $?"
 
-# The caching-allocator rows with one managed-memory call per range, at the suite's capacity and sizes.
-for model in gpt2 resnet50; do
+# The caching-allocator rows again, at the suite's capacity and sizes, with the moves from KARMA's own threads
+# (KARMA_MOVE_THREADS=1) and with one managed-memory call per range (KARMA_BATCH_MOVES=0), GPT-2 first, while time
+# is left.
+for row in gpt2:movers gpt2:unbatched resnet50:movers resnet50:unbatched; do
+  model=${row%%:*} variant=${row#*:}
   plain=$work/suite/$model-plain.json
   (($(left) > 50)) && [[ -f $plain ]] || continue
   cap=$("$python" -c 'import json, sys
@@ -62,12 +66,14 @@ print(int(r["peak_allocated_bytes"] / 1.5) if r.get("status") == "ok" else "")' 
   [[ -n $cap ]] || continue
   args=(--batch 32)
   [[ $model == gpt2 ]] && args=(--layers 6 --batch 4)
-  say "$model karma-unbatched"
+  switch=KARMA_BATCH_MOVES=0
+  [[ $variant == movers ]] && switch=KARMA_MOVE_THREADS=1
+  say "$model karma-$variant ($switch)"
   timeout --kill-after=10 $(($(left) - 15)) env LD_PRELOAD="$bundle/build/lib/libkarma.so" KARMA_CAPACITY="$cap" \
-    KARMA_LOG=info KARMA_BATCH_MOVES=0 KARMA_TRACE_DIR="$work/traces-unbatched" \
-    "$python" "$here/train_bench.py" --model "$model" "${args[@]}" --iters 16 --warmup 8 --label karma-unbatched \
-    --out "$work/suite/$model-karma-unbatched.json" >"$work/suite/$model-karma-unbatched.log" 2>&1
-  say "$model karma-unbatched: exit $?"
+    KARMA_LOG=info "$switch" KARMA_TRACE_DIR="$work/traces-$variant" \
+    "$python" "$here/train_bench.py" --model "$model" "${args[@]}" --iters 16 --warmup 8 --label "karma-$variant" \
+    --out "$work/suite/$model-karma-$variant.json" >"$work/suite/$model-karma-$variant.log" 2>&1
+  say "$model karma-$variant: exit $?"
 done
 if [[ -d $work/suite ]]; then
   "$python" "$here/summarize.py" "$work/suite" --md "$work/suite/gpu-results.md" --json "$work/suite/results.json" \

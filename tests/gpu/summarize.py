@@ -14,11 +14,12 @@ import json
 import os
 import sys
 
-CONFIG_ORDER = ["plain", "plain-again", "karma", "karma-unbatched", "karma-async", "um", "checkpoint"]
+CONFIG_ORDER = ["plain", "plain-again", "karma", "karma-movers", "karma-unbatched", "karma-async", "um", "checkpoint"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
     "plain-again": "PyTorch again (run-to-run agreement)",
     "karma": "libkarma.so, caching allocator",
+    "karma-movers": "libkarma.so, caching allocator, KARMA_MOVE_THREADS=1",
     "karma-unbatched": "libkarma.so, caching allocator, KARMA_BATCH_MOVES=0",
     "karma-async": "libkarma.so, cudaMallocAsync",
     "um": "KARMA_MODE=um (managed memory only)",

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/runtime/fake_cuda.h"
@@ -228,6 +229,69 @@ TEST_F(ExecutorTest, PrefetchesThatLeaveTogetherAreBatchedPerWaitingOp) {
     EXPECT_EQ(moves[2].addr, kAddr + 2 * kBytes);
     EXPECT_NE(moves[0].batch, moves[1].batch);
     EXPECT_EQ(moves[1].batch == moves[2].batch, batch);  // op 2's, together when batched
+    e.Uninstall();
+  }
+}
+
+// KARMA_MOVE_THREADS=1: the eviction and the prefetch go out from the executor's threads, in the same calls as
+// from the application's, even when each call blocks its caller; the application's thread queries the prefetch's
+// event only once the mover has recorded it (an unrecorded event reads as complete), and the prefetch's stream
+// waits for the eviction's event only once that is recorded.
+TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) {
+  auto p = std::make_shared<ReplayProgram>();
+  p->period = 3;
+  p->shape = {11, 22, 33};
+  p->stream = {0, 0, 0};
+  ReplayBuffer b;
+  b.address = b.alloc_start = kAddr;
+  b.bytes = b.alloc_bytes = kBytes;
+  b.origin = Origin::kArena;
+  p->buffers = {b};
+  p->after.resize(4);
+  p->after[1].push_back({ReplayProgram::Move::kEvict, 0, UINT32_MAX - 1, UINT32_MAX});
+  p->after[2].push_back({ReplayProgram::Move::kPrefetch, 0, 0, UINT32_MAX, 2});
+  p->room_from.resize(4);
+  p->waits = {{}, {}, {0}};
+  p->recompute_before.resize(3);
+  p->reads = {{0}, {}, {0}};
+  p->overwritten.resize(3);
+  p->written.resize(3);
+  p->relaunch.resize(3);
+  p->in_recompute.assign(3, false);
+  p->uses = {{0}, {}, {0}};
+  p->planned_bytes = {kBytes, 0, kBytes};
+  p->actions = 1;
+  std::vector<testing::FakeCuda::Move> inline_moves;
+  for (const bool threads : {false, true}) {
+    SCOPED_TRACE(threads ? "move threads" : "on the application's thread");
+    testing::ResetFake();
+    Fake().move_delay_ms = 20;
+    Executor e(api_, &stats_);
+    e.SetMoveThreads(threads);
+    e.Install(p, 0, 0);
+    for (uint64_t n = 0; n < 6; ++n) {
+      bool wants = false;
+      const uint32_t pos = e.Before(n, p->shape[n % 3], 0, {}, &wants);
+      ASSERT_EQ(pos, n % 3);
+      e.After(pos, true);
+    }
+    e.Flush();
+    EXPECT_EQ(Fake().unrecorded_uses, 0);
+    auto moves = TakeMoves();
+    ASSERT_EQ(moves.size(), 4u);  // two iterations: out after op 0, back in before op 2
+    for (size_t i = 0; i < moves.size(); ++i) {
+      EXPECT_EQ(moves[i].addr, kAddr);
+      EXPECT_EQ(moves[i].to_device, i % 2 == 1);
+      EXPECT_EQ(moves[i].thread != std::this_thread::get_id(), threads);
+    }
+    if (!threads) {
+      inline_moves = moves;
+    } else {
+      for (size_t i = 0; i < moves.size(); ++i) {
+        EXPECT_EQ(moves[i].call, inline_moves[i].call);
+        EXPECT_EQ(moves[i].bytes, inline_moves[i].bytes);
+      }
+    }
     e.Uninstall();
   }
 }

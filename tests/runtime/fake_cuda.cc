@@ -2,7 +2,9 @@
 #include "tests/runtime/fake_cuda.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 namespace karma::testing {
 namespace {
@@ -105,6 +107,7 @@ cudaError_t EventRecord(cudaEvent_t e, cudaStream_t s) {
   ev->stream = Key(s);
   ev->ticket = ++st.submitted;
   ev->time_ns = f.clock_ns;
+  ev->recorded = true;
   f.event_records++;
   return cudaSuccess;
 }
@@ -112,6 +115,7 @@ cudaError_t EventQuery(cudaEvent_t e) {
   FAKE_LOCK;
   FakeCuda::Event* ev = EventOf(e);
   if (ev == nullptr) return Fail(cudaErrorInvalidResourceHandle);
+  if (!ev->recorded) Fake().unrecorded_uses++;
   return Fake().streams[ev->stream].completed >= ev->ticket ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t EventSynchronize(cudaEvent_t e) {
@@ -202,22 +206,32 @@ cudaError_t StreamCreateWithFlags(cudaStream_t* s, unsigned int) {
 }
 cudaError_t StreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
   FAKE_LOCK;
-  return EventOf(e) == nullptr ? Fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+  FakeCuda::Event* ev = EventOf(e);
+  if (ev == nullptr) return Fail(cudaErrorInvalidResourceHandle);
+  if (!ev->recorded) Fake().unrecorded_uses++;
+  return cudaSuccess;
+}
+void DelayMove() {
+  const int ms = Fake().move_delay_ms;  // set before any executor runs
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 void RecordMoves(const char* call, void** ptrs, size_t* sizes, size_t count, bool to_device) {
   const int batch = ++Fake().move_calls;
   for (size_t i = 0; i < count; ++i) {
-    Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device, batch});
+    Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device, batch,
+                            std::this_thread::get_id()});
   }
 }
 cudaError_t MemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, unsigned int, cudaStream_t) {
+  DelayMove();
   FAKE_LOCK;
-  Fake().moves.push_back(
-      {"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice, ++Fake().move_calls});
+  Fake().moves.push_back({"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice,
+                          ++Fake().move_calls, std::this_thread::get_id()});
   return cudaSuccess;
 }
 cudaError_t MemPrefetchBatchAsync(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locs, size_t*, size_t,
                                   unsigned long long, cudaStream_t) {
+  DelayMove();
   FAKE_LOCK;
   RecordMoves("prefetch", ptrs, sizes, count, locs[0].type == cudaMemLocationTypeDevice);
   return cudaSuccess;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/session/cuda_api.h"
@@ -41,6 +42,7 @@ struct FakeCuda {
     uint64_t time_ns = 0;
     bool timing = true;
     bool destroyed = false;
+    bool recorded = false;
   };
   std::map<uintptr_t, Stream> streams;
   std::vector<Event> events;  // cudaEvent_t = index + 1
@@ -48,6 +50,8 @@ struct FakeCuda {
   int events_created = 0;
   int events_destroyed = 0;
   int event_records = 0;
+  // Waits for and queries of events never recorded (they order nothing and read as complete).
+  int unrecorded_uses = 0;
   // Kernels by host stub.
   std::map<const void*, FakeKernel> kernels;
   bool param_info_supported = true;
@@ -61,8 +65,10 @@ struct FakeCuda {
     uint64_t addr = 0, bytes = 0;
     bool to_device = false;
     int batch = 0;     // which API call asked for it (ranges of one batch call share it)
+    std::thread::id thread;  // the thread that called
   };
   std::vector<Move> moves;
+  int move_delay_ms = 0;  // each prefetch call takes this long before it returns, as a blocking one would
   int move_calls = 0;
   uintptr_t next_stream = 0x5000;
 
