@@ -11,7 +11,7 @@ namespace karma::live {
 
 inline constexpr uint64_t kMagic = 0x5649'4c41'4d52'414bull;  // "KARMALIV" little-endian
 // Bump for any change a reader of the previous version would misread; readers refuse other versions.
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 // Values are stored: append, never renumber.
 enum class State : uint32_t {
@@ -53,6 +53,10 @@ struct Stats {
   Counter divergences{0};
   Counter recorded_iteration{0};         // the iteration written as a trace (0: none yet)
   Counter measures_stalls{0};            // 1 when faults/stalls are measured (the replay executor runs)
+  Counter replayed_iterations{0};        // iterations that started with a plan to replay
+  Counter app_move_ns{0};                // wall time the application's threads spent in KARMA's managed-memory
+                                         // calls (prefetch, evict, discard) and waiting for the mover threads
+  Counter mover_move_ns{0};              // wall time the mover threads spent in those calls (KARMA_MOVE_THREADS=1)
 };
 static_assert(std::is_standard_layout_v<Stats>);
 

@@ -3,6 +3,7 @@
 #include "runtime/session/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -21,6 +22,23 @@ cudaMemLocation Location(bool device, int id) {
   l.id = device ? id : 0;
   return l;
 }
+
+// Adds the wall time of its scope to a counter: how long KARMA's managed-memory calls hold a thread (on an H100 a
+// batched move held its caller for the transfer).
+class HeldFor {
+ public:
+  explicit HeldFor(live::Counter& counter) : counter_(counter), start_(std::chrono::steady_clock::now()) {}
+  ~HeldFor() {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+    counter_.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+  }
+  HeldFor(const HeldFor&) = delete;
+  HeldFor& operator=(const HeldFor&) = delete;
+
+ private:
+  live::Counter& counter_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 template <typename T>
 bool Has(const std::vector<T>& v, T x) {
@@ -249,6 +267,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   stalls_.clear();
   if (!running_) return;
   const ReplayProgram& p = *prog_;
+  stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
   prefetched_.assign(p.actions, nullptr);
   // A dead value evicted at the end of the last iteration is repopulated in this one, after that write-back.
   evicted_before_ = std::move(evicted_);
@@ -422,6 +441,7 @@ Executor::Batch::Batch(const std::vector<Range>& ranges) {
 bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s) {
   // The batch call refuses the legacy default stream.
   if (api_.cudaMemDiscardAndPrefetchBatchAsync == nullptr || s == nullptr || s == cudaStreamLegacy) return false;
+  HeldFor held(stats_->app_move_ns);
   LastErrorScope errors(api_);
   Batch b(ranges);
   cudaMemLocation loc = Location(true, device_);
@@ -466,14 +486,29 @@ void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& rang
 }
 
 void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
+  HeldFor held(stats_->app_move_ns);
   PrefetchRanges(api_, ranges, s, Location(to_device, device_), batch_moves_);
+}
+
+bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (api_.cudaMemDiscardBatchAsync == nullptr) return false;
+  HeldFor held(stats_->app_move_ns);
+  LastErrorScope errors(api_);
+  Batch b(ranges);
+  if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, s) != cudaSuccess) {
+    errors.Failed();
+    return false;
+  }
+  return true;
 }
 
 cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                                  bool to_device) {
   cudaEvent_t done = EventLocked();
-  auto issue = [&api = api_, s, waits, ranges = std::move(ranges), loc = Location(to_device, device_),
+  live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
+  auto issue = [&api = api_, &held_ns, s, waits, ranges = std::move(ranges), loc = Location(to_device, device_),
                 batch = batch_moves_, done] {
+    HeldFor held(held_ns);
     LastErrorScope errors(api);
     for (cudaEvent_t w : waits) {
       if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
@@ -500,6 +535,7 @@ void Executor::ReadyLocked(cudaEvent_t e) {
   if (mover_ == nullptr || e == nullptr) return;
   auto it = recorded_by_.find(e);
   if (it == recorded_by_.end()) return;
+  HeldFor held(stats_->app_move_ns);
   mover_->Wait(it->second);
   recorded_by_.erase(it);
 }
@@ -556,10 +592,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   }
   if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
-    Batch b(drop);
-    if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
-      errors.Failed();
-    }
+    DiscardLocked(drop, aux_);
     // Nothing later on the application's stream may run before the discard has happened.
     if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
     for (size_t i = 0; i < drop.size(); ++i) {
@@ -824,13 +857,11 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
       if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
       scratch.push_back({at, PageUp(prog_->buffers[b].bytes)});
     }
-    Batch batch(scratch);
-    if (!OrderLocked(stream, aux_) ||
-        api_.cudaMemDiscardBatchAsync(batch.ptrs.data(), batch.sizes.data(), batch.ptrs.size(), 0, aux_) !=
-            cudaSuccess) {
+    if (!OrderLocked(stream, aux_)) {
+      errors.Failed();
+    } else if (DiscardLocked(scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
       errors.Failed();
     }
-    if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
   }
 }
 
@@ -964,6 +995,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   if (running_ && arena_block && !idle_ && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
+    HeldFor held(stats_->app_move_ns);
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
     if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,
@@ -1008,13 +1040,11 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
     if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
-    Batch b(drop);
-    if (!OrderLocked(key, aux_) ||
-        api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, aux_) != cudaSuccess) {
+    if (!OrderLocked(key, aux_)) {
       errors.Failed();
       return;
     }
-    if (!OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
+    if (DiscardLocked(drop, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
   } catch (...) {
     // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }

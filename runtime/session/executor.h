@@ -50,6 +50,8 @@ namespace karma::rt {
 // have started the op to the prefetch's completion, from CUDA events — and iteration times between iteration
 // starts, also from events on the application's stream. Peak device residency comes from cudaMemGetInfo, sampled
 // at each iteration start and at the op where the plan holds the most, from the second replayed iteration on.
+// The wall time each thread spends inside the managed-memory calls (and the application's threads waiting for the
+// mover threads) is summed per side: on an H100 a batched move held its caller for the transfer.
 class Executor {
  public:
   static constexpr uint32_t kNoPosition = UINT32_MAX;
@@ -183,6 +185,8 @@ class Executor {
   // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
   // (docs/gpu-results.md, tests/gpu/um_costs.cu).
   void PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s);
+  // One cudaMemDiscardBatchAsync of `ranges` on `s`; false when it was not made.
+  bool DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s);
   // One cudaMemDiscardAndPrefetchBatchAsync of `ranges` to the device on `s`; false when it was not made (no such
   // call, the legacy stream, or an error).
   bool DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s);

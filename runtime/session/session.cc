@@ -1269,6 +1269,14 @@ std::string Session::SummaryLine() const {
                         get(s.prefetch_hits) + get(s.prefetch_misses),
                         busy == 0 ? 0.0 : 100.0 * static_cast<double>(get(s.stall_ns)) / static_cast<double>(busy));
     if (get(s.divergences) != 0) line += fmt::format(", {} divergences", get(s.divergences));
+    if (const uint64_t replayed = get(s.replayed_iterations); replayed != 0) {
+      line += fmt::format("; managed-memory calls held the application {:.2f} ms of wall clock per replayed iteration",
+                          static_cast<double>(get(s.app_move_ns)) / 1e6 / static_cast<double>(replayed));
+      if (config_.move_threads) {
+        line += fmt::format(" (the move threads {:.2f} ms)",
+                            static_cast<double>(get(s.mover_move_ns)) / 1e6 / static_cast<double>(replayed));
+      }
+    }
   } else {
     line += "; faults and stalls not measured (no plan replayed)";
   }

@@ -282,6 +282,8 @@ move_threads)
     same ref karma
     grep -q "^karma: mode auto.*prefetched [1-9].*evicted [1-9]" "$tmp/karma.err" ||
       fail "$app $alloc: nothing moved: $(grep '^karma' "$tmp/karma.err")"
+    grep -q "^karma: mode auto.*calls held the application [0-9.]* ms of wall clock per replayed iteration (the move threads" \
+      "$tmp/karma.err" || fail "$app $alloc: no time of the move threads: $(grep '^karma: mode' "$tmp/karma.err")"
     echo "$app $alloc at 3x with move threads: $(grep '^karma: mode' "$tmp/karma.err")"
   done
   ;;

@@ -266,7 +266,8 @@ TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) 
     SCOPED_TRACE(threads ? "move threads" : "on the application's thread");
     testing::ResetFake();
     Fake().move_delay_ms = 20;
-    Executor e(api_, &stats_);
+    live::Stats stats;
+    Executor e(api_, &stats);
     e.SetMoveThreads(threads);
     e.Install(p, 0, 0);
     for (uint64_t n = 0; n < 6; ++n) {
@@ -277,6 +278,11 @@ TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) 
     }
     e.Flush();
     EXPECT_EQ(Fake().unrecorded_uses, 0);
+    // Each of the four calls held its thread at least 20 ms; the application's thread, with move threads, only
+    // while it waited for a prefetch it needed.
+    EXPECT_EQ(stats.replayed_iterations.load(), 2u);
+    EXPECT_GE((threads ? stats.mover_move_ns : stats.app_move_ns).load(), 80'000'000u);
+    EXPECT_EQ(stats.mover_move_ns.load() == 0, !threads);
     auto moves = TakeMoves();
     ASSERT_EQ(moves.size(), 4u);  // two iterations: out after op 0, back in before op 2
     for (size_t i = 0; i < moves.size(); ++i) {

@@ -51,6 +51,12 @@ std::string Text(const live::Stats& s) {
   if (Get(s.measures_stalls) != 0) {
     out += fmt::format("  stalls   {:.1f}% of iteration time, {} faults\n", Percent(Get(s.stall_ns), Get(s.busy_ns)),
                        Get(s.faults));
+    if (const uint64_t replayed = Get(s.replayed_iterations); replayed != 0) {
+      out += fmt::format("  calls    managed-memory calls held the application {:.2f} ms of wall clock per replayed "
+                         "iteration, the move threads {:.2f} ms ({} iterations)\n",
+                         static_cast<double>(Get(s.app_move_ns)) / 1e6 / static_cast<double>(replayed),
+                         static_cast<double>(Get(s.mover_move_ns)) / 1e6 / static_cast<double>(replayed), replayed);
+    }
   } else {
     out += "  stalls   not measured (no plan replayed)\n";
   }
@@ -80,6 +86,9 @@ nlohmann::json Json(const live::Stats& s) {
           {"stalls_measured", Get(s.measures_stalls) != 0},
           {"stall_ns", Get(s.stall_ns)},
           {"busy_ns", Get(s.busy_ns)},
+          {"replayed_iterations", Get(s.replayed_iterations)},
+          {"app_move_ns", Get(s.app_move_ns)},
+          {"mover_move_ns", Get(s.mover_move_ns)},
           {"faults", Get(s.faults)},
           {"ops", Get(s.ops)},
           {"allocations", Get(s.allocations)},
