@@ -23,22 +23,34 @@ cudaMemLocation Location(bool device, int id) {
   return l;
 }
 
-// Adds the wall time of its scope to a counter: how long KARMA's managed-memory calls hold a thread (on an H100 a
-// batched move held its caller for the transfer).
-class HeldFor {
+constexpr const char* kCallKindNames[] = {"prefetch", "evict", "discard", "discard+prefetch", "populate at allocation",
+                                          "wait for the move threads"};
+
+}  // namespace
+
+// Adds the wall time of its scope to the thread's total and to the kind of call: how long KARMA's managed-memory
+// calls hold a thread (on an H100 a batched move held its caller for the transfer).
+class Executor::HeldFor {
  public:
-  explicit HeldFor(live::Counter& counter) : counter_(counter), start_(std::chrono::steady_clock::now()) {}
+  HeldFor(live::Counter& total, CallKindStats& kind)
+      : total_(total), kind_(kind), start_(std::chrono::steady_clock::now()) {}
   ~HeldFor() {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
-    counter_.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+    const auto ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    total_.fetch_add(ns, std::memory_order_relaxed);
+    kind_.ns.fetch_add(ns, std::memory_order_relaxed);
+    kind_.calls.fetch_add(1, std::memory_order_relaxed);
   }
   HeldFor(const HeldFor&) = delete;
   HeldFor& operator=(const HeldFor&) = delete;
 
  private:
-  live::Counter& counter_;
+  live::Counter& total_;
+  CallKindStats& kind_;
   std::chrono::steady_clock::time_point start_;
 };
+
+namespace {
 
 template <typename T>
 bool Has(const std::vector<T>& v, T x) {
@@ -70,6 +82,21 @@ std::string Executor::program_summary() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& p = prog_ != nullptr ? prog_ : pending_;
   return p != nullptr ? p->summary : std::string();
+}
+
+std::string Executor::CallsLine() const {
+  const uint64_t replayed = stats_->replayed_iterations.load(std::memory_order_relaxed);
+  if (replayed == 0) return {};
+  std::string line;
+  for (int k = 0; k < kCallKinds; ++k) {
+    const uint64_t calls = calls_[k].calls.load(std::memory_order_relaxed);
+    if (calls == 0) continue;
+    line += fmt::format("{}{} {:.1f} ({:.2f} ms)", line.empty() ? "" : ", ", kCallKindNames[k],
+                        static_cast<double>(calls) / static_cast<double>(replayed),
+                        static_cast<double>(calls_[k].ns.load(std::memory_order_relaxed)) / 1e6 /
+                            static_cast<double>(replayed));
+  }
+  return line.empty() ? line : "managed-memory calls per replayed iteration, wall clock: " + line;
 }
 
 std::vector<bool> Executor::rejected_ops() const {
@@ -441,7 +468,7 @@ Executor::Batch::Batch(const std::vector<Range>& ranges) {
 bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s) {
   // The batch call refuses the legacy default stream.
   if (api_.cudaMemDiscardAndPrefetchBatchAsync == nullptr || s == nullptr || s == cudaStreamLegacy) return false;
-  HeldFor held(stats_->app_move_ns);
+  HeldFor held(stats_->app_move_ns, calls_[kDiscardAndPrefetchCall]);
   LastErrorScope errors(api_);
   Batch b(ranges);
   cudaMemLocation loc = Location(true, device_);
@@ -486,13 +513,13 @@ void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& rang
 }
 
 void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
-  HeldFor held(stats_->app_move_ns);
+  HeldFor held(stats_->app_move_ns, calls_[to_device ? kPrefetchCall : kEvictCall]);
   PrefetchRanges(api_, ranges, s, Location(to_device, device_), batch_moves_);
 }
 
 bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
   if (api_.cudaMemDiscardBatchAsync == nullptr) return false;
-  HeldFor held(stats_->app_move_ns);
+  HeldFor held(stats_->app_move_ns, calls_[kDiscardCall]);
   LastErrorScope errors(api_);
   Batch b(ranges);
   if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, s) != cudaSuccess) {
@@ -506,9 +533,10 @@ cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>&
                                  bool to_device) {
   cudaEvent_t done = EventLocked();
   live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
-  auto issue = [&api = api_, &held_ns, s, waits, ranges = std::move(ranges), loc = Location(to_device, device_),
-                batch = batch_moves_, done] {
-    HeldFor held(held_ns);
+  CallKindStats& kind = calls_[to_device ? kPrefetchCall : kEvictCall];
+  auto issue = [&api = api_, &held_ns, &kind, s, waits, ranges = std::move(ranges),
+                loc = Location(to_device, device_), batch = batch_moves_, done] {
+    HeldFor held(held_ns, kind);
     LastErrorScope errors(api);
     for (cudaEvent_t w : waits) {
       if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
@@ -535,7 +563,7 @@ void Executor::ReadyLocked(cudaEvent_t e) {
   if (mover_ == nullptr || e == nullptr) return;
   auto it = recorded_by_.find(e);
   if (it == recorded_by_.end()) return;
-  HeldFor held(stats_->app_move_ns);
+  HeldFor held(stats_->app_move_ns, calls_[kMoverWait]);
   mover_->Wait(it->second);
   recorded_by_.erase(it);
 }
@@ -995,7 +1023,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   if (running_ && arena_block && !idle_ && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
-    HeldFor held(stats_->app_move_ns);
+    HeldFor held(stats_->app_move_ns, calls_[kAllocationCall]);
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
     if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,

@@ -117,10 +117,21 @@ class Executor {
   // Measurements of iterations that have completed; called at shutdown for the last ones.
   void Flush();
   uint64_t peak_device_bytes() const { return peak_device_.load(std::memory_order_relaxed); }
+  // The managed-memory calls per replayed iteration by kind, with the wall time they held their threads (empty
+  // before a replay): for the log at exit.
+  std::string CallsLine() const;
   std::string program_summary() const;
 
  private:
   enum class Check : uint8_t { kUnvalidated = 0, kValid = 1, kRejected = 2 };
+  // Kinds of managed-memory call (and the wait for a mover job), for CallsLine.
+  enum CallKind : int {
+    kPrefetchCall, kEvictCall, kDiscardCall, kDiscardAndPrefetchCall, kAllocationCall, kMoverWait, kCallKinds
+  };
+  struct CallKindStats {
+    std::atomic<uint64_t> calls{0}, ns{0};
+  };
+  class HeldFor;
   struct Range {
     uint64_t addr = 0, bytes = 0;
   };
@@ -270,6 +281,7 @@ class Executor {
   // Scratch for redirected recompute outputs.
   uint64_t scratch_ = 0, scratch_bytes_ = 0;
   bool batch_moves_ = true;
+  std::array<CallKindStats, kCallKinds> calls_;  // before mover_: its jobs count here until it is destroyed
   std::unique_ptr<Mover> mover_;  // KARMA_MOVE_THREADS
   // Events a mover job records, with the job (entries of jobs known to have run are dropped).
   std::unordered_map<cudaEvent_t, Mover::Ticket> recorded_by_;

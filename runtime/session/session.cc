@@ -1312,6 +1312,7 @@ void Session::Shutdown() noexcept {
     worker_.Drain();
     executor_.Flush();
     if (GetLogLevel() >= LogLevel::kWarn) LogMessage(LogLevel::kInfo, SummaryLine());
+    if (const std::string calls = executor_.CallsLine(); !calls.empty()) KARMA_LOG(kInfo, "{}", calls);
   } catch (...) {
   }
   if (live_view_ != nullptr) live_view_->Unlink();

@@ -283,6 +283,10 @@ TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) 
     EXPECT_EQ(stats.replayed_iterations.load(), 2u);
     EXPECT_GE((threads ? stats.mover_move_ns : stats.app_move_ns).load(), 80'000'000u);
     EXPECT_EQ(stats.mover_move_ns.load() == 0, !threads);
+    const std::string calls = e.CallsLine();  // per replayed iteration: one call each way
+    EXPECT_NE(calls.find("prefetch 1.0 ("), std::string::npos) << calls;
+    EXPECT_NE(calls.find("evict 1.0 ("), std::string::npos) << calls;
+    EXPECT_EQ(calls.find("wait for the move threads") != std::string::npos, threads) << calls;
     auto moves = TakeMoves();
     ASSERT_EQ(moves.size(), 4u);  // two iterations: out after op 0, back in before op 2
     for (size_t i = 0; i < moves.size(); ++i) {
