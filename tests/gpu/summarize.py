@@ -45,13 +45,18 @@ def agreement(ref, run):
 
 
 def karma_summary(directory, model, config):
-    """libkarma.so's exit summary line from the run's log, if it printed one."""
+    """libkarma.so's exit summary line from the run's log, if it printed one, and its line of managed-memory calls
+    by kind (KARMA_LOG=info)."""
     try:
         with open(os.path.join(directory, f"{model}-{config}.log")) as f:
-            lines = [line.strip() for line in f if line.startswith("karma: mode")]
+            lines = [line.strip() for line in f]
     except OSError:
         return ""
-    return lines[-1] if lines else ""
+    summary = [line for line in lines if line.startswith("karma: mode")]
+    calls = [line for line in lines if line.startswith("karma: managed-memory calls per replayed iteration")]
+    if not summary:
+        return ""
+    return summary[-1] + (" -- " + calls[-1][len("karma: "):] if calls else "")
 
 
 def plan_state(config, summary):
