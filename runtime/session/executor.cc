@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/common/log.h"
+#include "runtime/common/wall_time.h"
 #include "runtime/session/arena.h"
 
 namespace karma::rt {
@@ -35,8 +36,7 @@ class Executor::HeldFor {
   HeldFor(live::Counter& total, CallKindStats& kind)
       : total_(total), kind_(kind), start_(std::chrono::steady_clock::now()) {}
   ~HeldFor() {
-    const auto ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    const uint64_t ns = NsSince(start_);
     total_.fetch_add(ns, std::memory_order_relaxed);
     kind_.ns.fetch_add(ns, std::memory_order_relaxed);
     kind_.calls.fetch_add(1, std::memory_order_relaxed);

@@ -58,6 +58,15 @@ void ReleaseEvents(const CudaApi& api, RecordedOp& op) {
 
 }  // namespace
 
+RecordedOp::ProbeCost& RecordedOp::ProbeCost::operator+=(const ProbeCost& o) {
+  probe_bytes += o.probe_bytes;
+  probe_ns += o.probe_ns;
+  reruns += o.reruns;
+  rerun_bytes += o.rerun_bytes;
+  rerun_ns += o.rerun_ns;
+  return *this;
+}
+
 RecordedBuffer& Recording::Buffer(const BufferEntry& e) {
   auto [it, inserted] = buffers.try_emplace(e.serial);
   if (inserted) {

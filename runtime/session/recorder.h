@@ -68,6 +68,12 @@ struct RecordedOp {
   cudaEvent_t start = nullptr;
   cudaEvent_t end = nullptr;
   StreamKey stream_key = 0;
+  // What its probes cost the issuing thread (wall clock): the log at the recording's end.
+  struct ProbeCost {
+    uint64_t probe_bytes = 0, probe_ns = 0;  // copies to the host before and after it, and the waits
+    uint64_t reruns = 0, rerun_bytes = 0, rerun_ns = 0;  // runs on copies (Session::TestOverwrites)
+    ProbeCost& operator+=(const ProbeCost& o);
+  } cost;
   enum : uint8_t { kPending = 0, kDone = 1, kFailed = 2 };
   std::atomic<uint8_t> state{kPending};  // set by the thread that issued the op, after the real call
 };
@@ -95,6 +101,7 @@ struct Recording {
   bool by_marker = false;
   int device = 0;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point t_end;  // when its last op was issued
   std::deque<RecordedOp> ops;
   std::unordered_map<uint64_t, RecordedBuffer> buffers;  // by serial
   std::vector<uint64_t> buffer_order;                     // serials in order of first appearance

@@ -219,8 +219,11 @@ overwrite)
   # results are those of a run without libkarma.so (an accumulation applied twice would show).
   run ref -- "$bin/e2e_overwrite" 10
   [[ $rc == 0 ]] || fail "e2e_overwrite: exit $rc: $(cat "$tmp/ref.err")"
-  run karma --mem "$mem" --karma -- "$bin/e2e_overwrite" 10
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/e2e_overwrite" 10
   [[ $rc == 0 ]] || fail "e2e_overwrite under KARMA: exit $rc: $(tail -5 "$tmp/karma.err")"
+  # What the probes cost, at the recording's end: the four kernels ran again on copies (update_write twice).
+  grep -E "^karma: recording took [0-9.]+ s of wall clock: probes [0-9.]+ s \(.* copied to the host\), ([5-9]|[1-9][0-9]+) runs on copies" \
+    "$tmp/karma.err" || fail "no cost of the probes: $(grep '^karma' "$tmp/karma.err")"
   diff <(grep '^iter' "$tmp/ref.out") <(grep '^iter' "$tmp/karma.out") >/dev/null ||
     fail "results differ under KARMA: $(diff <(grep '^iter' "$tmp/ref.out") <(grep '^iter' "$tmp/karma.out"))"
   trace=$(ls "$tmp"/traces/*.ktrace 2>/dev/null | head -1)
