@@ -203,6 +203,7 @@ void Session::EnsureDeviceInfo() {
   std::call_once(device_info_once_, [this] {
     size_t free = 0, total = 0;
     if (!RealMemGetInfo(api_, &free, &total)) return;
+    device_baseline_bytes_.store(total > free ? total - free : 0, std::memory_order_relaxed);
     stats_->device_total_bytes.store(total, std::memory_order_relaxed);
     stats_->budget_bytes.store(config_.capacity.Resolve(total), std::memory_order_relaxed);
   });
@@ -1303,8 +1304,12 @@ std::string Session::SummaryLine() const {
                                  iterations == 1 ? "" : "s");
   if (get(s.period_ops) != 0) line += fmt::format(" ({} ops each)", get(s.period_ops));
   line += fmt::format(", peak {} allocated", FormatBytes(get(s.peak_used_bytes)));
-  if (executor_.peak_device_bytes() != 0) {
-    line += fmt::format(", {} on the device", FormatBytes(executor_.peak_device_bytes()));
+  if (const uint64_t peak = executor_.peak_device_bytes(); peak != 0) {
+    // cudaMemGetInfo counts the CUDA context and what the libraries hold: what was in use before the first
+    // allocation is set apart.
+    const uint64_t baseline = std::min(peak, device_baseline_bytes_.load(std::memory_order_relaxed));
+    line += fmt::format(", {} on the device", FormatBytes(peak - baseline));
+    if (baseline != 0) line += fmt::format(" (+{} in use before the first allocation)", FormatBytes(baseline));
   }
   line += fmt::format(" vs {} budget", FormatBytes(get(s.budget_bytes)));
   if (get(s.device_total_bytes) != 0) line += fmt::format(" (device {})", FormatBytes(get(s.device_total_bytes)));

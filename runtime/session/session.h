@@ -210,6 +210,8 @@ class Session {
   SiteTable sites_;
   Worker worker_;
   std::once_flag device_info_once_;
+  // Device memory in use (cudaMemGetInfo) when the first allocation came: the context and the libraries.
+  std::atomic<uint64_t> device_baseline_bytes_{0};
 
   // Detection and recording, under record_mu_.
   std::mutex record_mu_;

@@ -274,15 +274,23 @@ move_threads)
   # KARMA_MOVE_THREADS=1: the plan's prefetches and evictions go out from two threads of KARMA's own. Results stay
   # bit-identical and the plan moves data. No speed check: simcuda serializes calls in the order they reach it and
   # runs each kernel on the CPU under its lock, so a mover thread's calls land kernels later than on a GPU
-  # (docs/runtime-e2e.md).
+  # (docs/runtime-e2e.md). The second run's device has 4 MiB more, held by its context (SIMCUDA_CONTEXT_MEM), which
+  # the exit summary sets apart from what the application's data took.
   for run_case in "skipnet_trainer async" "mlp_trainer segments"; do
     read -r app alloc <<<"$run_case"
     args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc "$alloc")
     run ref -- "$bin/$app" "${args[@]}"
     must_run ref
-    KARMA_MOVE_THREADS=1 run karma --mem "$mem" --karma -- "$bin/$app" "${args[@]}"
+    ctx=0
+    [[ $app == mlp_trainer ]] && ctx=4
+    SIMCUDA_CONTEXT_MEM=${ctx}MiB KARMA_MOVE_THREADS=1 run karma --mem "$((mem_mib + ctx))MiB" --karma -- \
+      "$bin/$app" "${args[@]}"
     must_run karma
     same ref karma
+    if ((ctx)); then
+      grep -q "^karma: mode auto.* on the device (+4.00 MiB in use before the first allocation)" "$tmp/karma.err" ||
+        fail "the context's memory is not set apart: $(grep '^karma: mode' "$tmp/karma.err")"
+    fi
     grep -q "^karma: mode auto.*prefetched [1-9].*evicted [1-9]" "$tmp/karma.err" ||
       fail "$app $alloc: nothing moved: $(grep '^karma' "$tmp/karma.err")"
     grep -q "^karma: mode auto.*calls held the application [0-9.]* ms of wall clock per replayed iteration (the move threads" \

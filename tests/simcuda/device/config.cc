@@ -44,6 +44,15 @@ Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) 
                           karma::FormatBytes(c.capacity_bytes));
     }
   }
+  if (const char* ctx = get("SIMCUDA_CONTEXT_MEM"); ctx != nullptr && *ctx != '\0') {
+    auto b = karma::ParseBytes(ctx);
+    if (b.ok() && *b < c.capacity_bytes) {
+      c.context_bytes = *b;
+    } else {
+      problems->push_back(std::string("SIMCUDA_CONTEXT_MEM='") + ctx + "' is not a byte count below the device's " +
+                          karma::FormatBytes(c.capacity_bytes) + " (" + karma::kBytesForms + "); using 0");
+    }
+  }
   if (const char* stats = get("SIMCUDA_STATS"); stats != nullptr) c.stats_path = stats;
   if (const char* log = get("SIMCUDA_LOG"); log != nullptr && *log != '\0') {
     if (std::strcmp(log, "warn") == 0) c.log = LogLevel::kWarn;

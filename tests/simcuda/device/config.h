@@ -24,6 +24,9 @@ enum class LogLevel { kWarn = 0, kInfo = 1, kDebug = 2 };
 struct Config {
   karma::policy::HwProfile profile = karma::policy::DefaultProfile();
   uint64_t capacity_bytes = karma::policy::DefaultProfile().memory_bytes;
+  // SIMCUDA_CONTEXT_MEM: device memory in use from the start and never freed, as a GPU's context and libraries
+  // hold it (cudaMemGetInfo counts it); less than capacity_bytes.
+  uint64_t context_bytes = 0;
   std::string stats_path;  // SIMCUDA_STATS: JSON statistics written at exit; empty: none
   LogLevel log = LogLevel::kWarn;
 
@@ -31,7 +34,7 @@ struct Config {
   static Config ForProfile(const karma::policy::HwProfile& profile);
 };
 
-// Reads SIMCUDA_GPU, SIMCUDA_MEM, SIMCUDA_STATS and SIMCUDA_LOG through `get` (getenv by default). A bad value
+// Reads SIMCUDA_GPU, SIMCUDA_MEM, SIMCUDA_CONTEXT_MEM, SIMCUDA_STATS and SIMCUDA_LOG through `get` (getenv by default). A bad value
 // adds a message to `problems` and the default is used.
 using EnvGetter = const char* (*)(const char*);
 Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems);

@@ -27,6 +27,8 @@ bool Blocking(const CUstream_st* s) { return (s->flags & cudaStreamNonBlocking) 
 
 Device::Device(Config config) : config_(std::move(config)), space_(ReservationFor(config_.capacity_bytes)) {
   legacy_.legacy = true;
+  nonmanaged_bytes_ = config_.context_bytes;  // the context's memory: in use from the start, never freed
+  NoteUsage();
   if (config_.log >= LogLevel::kInfo) {
     fmt::print(stderr, "simcuda: {} with {} bytes of device memory\n", config_.profile.name,
                config_.capacity_bytes);

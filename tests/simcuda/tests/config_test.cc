@@ -27,10 +27,11 @@ TEST(Config, DefaultsToThePapersPlatform) {
 
 TEST(Config, ProfileAndMemoryFromTheEnvironment) {
   g_env = {{"SIMCUDA_GPU", "h100-80g-pcie5"}, {"SIMCUDA_MEM", "256MiB"}, {"SIMCUDA_STATS", "/tmp/s.json"},
-           {"SIMCUDA_LOG", "info"}};
+           {"SIMCUDA_LOG", "info"}, {"SIMCUDA_CONTEXT_MEM", "8MiB"}};
   std::vector<std::string> problems;
   const Config c = ConfigFromEnvironment(&Get, &problems);
   EXPECT_STREQ(c.profile.name, "h100-80g-pcie5");
+  EXPECT_EQ(c.context_bytes, 8ull << 20);
   EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 50e9);
   EXPECT_EQ(c.capacity_bytes, 256ull << 20);
   EXPECT_EQ(c.stats_path, "/tmp/s.json");
@@ -52,6 +53,11 @@ TEST(Config, BadValuesAreReportedAndDefaulted) {
   problems.clear();
   EXPECT_EQ(ConfigFromEnvironment(&Get, &problems).capacity_bytes, 16ull << 30);
   EXPECT_EQ(problems.size(), 1u);
+  g_env = {{"SIMCUDA_MEM", "64MiB"}, {"SIMCUDA_CONTEXT_MEM", "64MiB"}};  // must leave room
+  problems.clear();
+  EXPECT_EQ(ConfigFromEnvironment(&Get, &problems).context_bytes, 0u);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("SIMCUDA_CONTEXT_MEM"), std::string::npos);
 }
 
 }  // namespace

@@ -179,6 +179,22 @@ TEST_F(DeviceTest, MallocEvictsManagedPagesButNeverTheReverse) {
   EXPECT_EQ(s.managed_resident_bytes, 54 * kMiB);
 }
 
+// The context's memory (SIMCUDA_CONTEXT_MEM) is in use from the start: cudaMemGetInfo shows it, and an
+// allocation fits only beside it.
+TEST(DeviceContext, ContextMemoryIsInUseFromTheStart) {
+  Config c = TestConfig(64 * kMiB);
+  c.context_bytes = 8 * kMiB;
+  Device dev(c);
+  size_t free_bytes = 0, total = 0;
+  dev.MemGetInfo(&free_bytes, &total);
+  EXPECT_EQ(total, 64 * kMiB);
+  EXPECT_EQ(free_bytes, 56 * kMiB);
+  void* p = nullptr;
+  EXPECT_EQ(dev.Malloc(&p, 60 * kMiB), cudaErrorMemoryAllocation);
+  ASSERT_EQ(dev.Malloc(&p, 56 * kMiB), cudaSuccess);
+  EXPECT_EQ(dev.GetStats().peak_device_bytes, 64 * kMiB);
+}
+
 TEST_F(DeviceTest, MemGetInfoStaysConsistent) {
   std::vector<void*> device, managed;
   for (int round = 0; round < 40; ++round) {
