@@ -724,8 +724,10 @@ void Session::TestOverwrites(RecordedOp& op) {
       written[i] = w[i];
     }
   }
+  // Waited for: the next op's copies into the scratch go on its own stream, which need not follow this one.
   if (api_.cudaMemDiscardBatchAsync != nullptr &&
-      api_.cudaMemDiscardBatchAsync(used_ptr, used_bytes, 1, 0, cudaStreamPerThread) != cudaSuccess) {
+      (api_.cudaMemDiscardBatchAsync(used_ptr, used_bytes, 1, 0, cudaStreamPerThread) != cudaSuccess ||
+       api_.cudaStreamSynchronize(cudaStreamPerThread) != cudaSuccess)) {
     errors.Failed();
   }
   if (!ok) {
