@@ -63,6 +63,24 @@ TEST(TopTest, ShowsTheStatisticsOfARunningProcess) {
   EXPECT_EQ(j["state"], "recorded");
   EXPECT_EQ(j["stalls_measured"], false);
 
+  // Replaying: the wall time the managed-memory calls held the application and the move threads, per iteration.
+  s.state = static_cast<uint32_t>(live::State::kReplaying);
+  s.measures_stalls = 1;
+  s.replayed_iterations = 4;
+  s.app_move_ns = 10'000'000;
+  s.mover_move_ns = 30'000'000;
+  text = Top(pid + " --once");
+  EXPECT_NE(text.text.find("calls    managed-memory calls held the application 2.50 ms of wall clock per replayed "
+                           "iteration, the move threads 7.50 ms (4 iterations)"),
+            std::string::npos)
+      << text.text;
+  json = Top(pid + " --once --json");
+  ASSERT_EQ(json.status, 0) << json.text;
+  const auto r = nlohmann::json::parse(json.text);
+  EXPECT_EQ(r["replayed_iterations"], 4);
+  EXPECT_EQ(r["app_move_ns"], 10'000'000);
+  EXPECT_EQ(r["mover_move_ns"], 30'000'000);
+
   // A live process refreshes until it exits; the first screen comes at once.
   (*lv)->Unlink();
   Output gone = Top(pid + " --once");
