@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "runtime/common/log.h"
 #include "runtime/common/wall_time.h"
@@ -85,6 +86,7 @@ std::string Executor::program_summary() const {
 }
 
 std::string Executor::CallsLine() const {
+  static_assert(std::size(kCallKindNames) == kCallKinds, "a name for each kind of call");
   const uint64_t replayed = stats_->replayed_iterations.load(std::memory_order_relaxed);
   if (replayed == 0) return {};
   std::string line;
