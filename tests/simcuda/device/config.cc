@@ -1,6 +1,7 @@
 // SIMCUDA_* parsing and the identity (name, compute capability, SMs) of each profiled GPU.
 #include "device/config.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/common/units.h"
@@ -27,6 +28,20 @@ Config Config::ForProfile(const HwProfile& profile) {
   return c;
 }
 
+namespace {
+
+// One positive rate in GB/s at the start of `text`, advancing it past the figure; false when there is none.
+bool ParseRate(const char*& text, double* bytes_per_s) {
+  char* end = nullptr;
+  const double gbps = std::strtod(text, &end);
+  if (end == text || !(gbps > 0) || gbps > 1e4) return false;
+  *bytes_per_s = gbps * 1e9;
+  text = end;
+  return true;
+}
+
+}  // namespace
+
 Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) {
   Config c;
   if (const char* gpu = get("SIMCUDA_GPU"); gpu != nullptr && *gpu != '\0') {
@@ -51,6 +66,26 @@ Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) 
     } else {
       problems->push_back(std::string("SIMCUDA_CONTEXT_MEM='") + ctx + "' is not a byte count below the device's " +
                           karma::FormatBytes(c.capacity_bytes) + " (" + karma::kBytesForms + "); using 0");
+    }
+  }
+  if (const char* link = get("SIMCUDA_LINK"); link != nullptr && *link != '\0') {
+    const char* t = link;
+    double h2d = 0, d2h = 0;
+    bool ok = ParseRate(t, &h2d);
+    if (ok && *t == '/') {
+      ++t;
+      ok = ParseRate(t, &d2h);
+    } else {
+      d2h = h2d;
+    }
+    if (ok && *t == '\0') {
+      c.profile.h2d_bw = h2d;
+      c.profile.d2h_bw = d2h;
+      c.link_overridden = true;
+    } else {
+      problems->push_back(std::string("SIMCUDA_LINK='") + link +
+                          "' is not a rate in GB/s (12, or 12/6 for host-to-device/device-to-host); using the "
+                          "profile's");
     }
   }
   if (const char* stats = get("SIMCUDA_STATS"); stats != nullptr) c.stats_path = stats;

@@ -27,6 +27,10 @@ struct Config {
   // SIMCUDA_CONTEXT_MEM: device memory in use from the start and never freed, as a GPU's context and libraries
   // hold it (cudaMemGetInfo counts it); less than capacity_bytes.
   uint64_t context_bytes = 0;
+  // SIMCUDA_LINK: the host link's rates in GB/s ("H2D/D2H", or one figure for both) in place of the profile's,
+  // for prefetches, evictions and copies; the device keeps the profile's name, so a program plans with the
+  // profile's figures (managed memory moves at a fraction of the datasheet rate on real GPUs).
+  bool link_overridden = false;
   std::string stats_path;  // SIMCUDA_STATS: JSON statistics written at exit; empty: none
   LogLevel log = LogLevel::kWarn;
 
@@ -34,8 +38,8 @@ struct Config {
   static Config ForProfile(const karma::policy::HwProfile& profile);
 };
 
-// Reads SIMCUDA_GPU, SIMCUDA_MEM, SIMCUDA_CONTEXT_MEM, SIMCUDA_STATS and SIMCUDA_LOG through `get` (getenv by default). A bad value
-// adds a message to `problems` and the default is used.
+// Reads SIMCUDA_GPU, SIMCUDA_MEM, SIMCUDA_CONTEXT_MEM, SIMCUDA_LINK, SIMCUDA_STATS and SIMCUDA_LOG through `get`
+// (getenv by default). A bad value adds a message to `problems` and the default is used.
 using EnvGetter = const char* (*)(const char*);
 Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems);
 

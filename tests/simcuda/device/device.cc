@@ -30,8 +30,10 @@ Device::Device(Config config) : config_(std::move(config)), space_(ReservationFo
   nonmanaged_bytes_ = config_.context_bytes;  // the context's memory: in use from the start, never freed
   NoteUsage();
   if (config_.log >= LogLevel::kInfo) {
-    fmt::print(stderr, "simcuda: {} with {} bytes of device memory\n", config_.profile.name,
-               config_.capacity_bytes);
+    fmt::print(stderr, "simcuda: {} with {} bytes of device memory{}\n", config_.profile.name, config_.capacity_bytes,
+               config_.link_overridden ? fmt::format(", host link {:.3g} GB/s to the device, {:.3g} GB/s to the host",
+                                                     config_.profile.h2d_bw / 1e9, config_.profile.d2h_bw / 1e9)
+                                       : "");
   }
 }
 

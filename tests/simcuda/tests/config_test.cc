@@ -60,5 +60,31 @@ TEST(Config, BadValuesAreReportedAndDefaulted) {
   EXPECT_NE(problems[0].find("SIMCUDA_CONTEXT_MEM"), std::string::npos);
 }
 
+// SIMCUDA_LINK replaces the profile's host-link rates (GB/s, one figure or H2D/D2H) and keeps its name.
+TEST(Config, LinkRatesFromTheEnvironment) {
+  g_env = {{"SIMCUDA_LINK", "6/3.5"}};
+  std::vector<std::string> problems;
+  Config c = ConfigFromEnvironment(&Get, &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_TRUE(c.link_overridden);
+  EXPECT_STREQ(c.profile.name, "v100-16g-pcie3");
+  EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 6e9);
+  EXPECT_DOUBLE_EQ(c.profile.d2h_bw, 3.5e9);
+  g_env = {{"SIMCUDA_LINK", "4"}};
+  c = ConfigFromEnvironment(&Get, &problems);
+  EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 4e9);
+  EXPECT_DOUBLE_EQ(c.profile.d2h_bw, 4e9);
+  const double nominal = karma::policy::DefaultProfile().h2d_bw;
+  for (const char* bad : {"fast", "6/", "0", "-2/3", "6/3/1", "6GB/s"}) {
+    g_env = {{"SIMCUDA_LINK", bad}};
+    problems.clear();
+    c = ConfigFromEnvironment(&Get, &problems);
+    EXPECT_FALSE(c.link_overridden) << bad;
+    EXPECT_DOUBLE_EQ(c.profile.h2d_bw, nominal) << bad;
+    ASSERT_EQ(problems.size(), 1u) << bad;
+    EXPECT_NE(problems[0].find("SIMCUDA_LINK"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace simcuda
