@@ -206,6 +206,28 @@ void Executor::MeasureLocked(bool final) {
     stalls.clear();
   };
   measure(stalls_to_measure_);
+  auto time_moves = [&](std::vector<Transfer>& moves) {
+    for (const Transfer& t : moves) {
+      double ns = 0;
+      if (!elapsed_ns(t.started, t.done, &ns)) {
+        errors.Failed();
+        continue;
+      }
+      link_bytes_[t.to_device ? 0 : 1] += t.bytes;
+      link_ns_[t.to_device ? 0 : 1] += std::max(ns, 0.0);
+    }
+    moves.clear();
+  };
+  if (link_to_measure_) {
+    time_moves(transfers_to_measure_);
+    link_iterations_++;
+    link_to_measure_ = false;
+  }
+  if (final && link_timing_) {
+    time_moves(transfers_);
+    link_iterations_++;
+    link_timing_ = false;
+  }
   double busy = 0;
   if (elapsed_ns(busy_from_, busy_to_, &busy)) {
     stats_->busy_ns.fetch_add(static_cast<uint64_t>(std::llround(std::max(0.0, busy))), std::memory_order_relaxed);
@@ -214,6 +236,30 @@ void Executor::MeasureLocked(bool final) {
   }
   busy_from_ = busy_to_ = nullptr;
   if (final) measure(stalls_);
+}
+
+void Executor::CheckLinkLocked() {
+  if (link_done_ || link_iterations_ < kLinkMinIterations) return;
+  bool enough = true;
+  for (size_t d = 0; d < 2; ++d) enough = enough && (link_bytes_[d] == 0 || link_bytes_[d] >= kLinkMinBytes);
+  if (!enough && link_iterations_ < kLinkMaxIterations) return;
+  link_done_ = true;
+  link_timing_ = link_to_measure_ = false;
+  transfers_.clear();
+  transfers_to_measure_.clear();
+  auto rate = [&](size_t d) {
+    return link_bytes_[d] >= kLinkMinBytes && link_ns_[d] > 0 ? static_cast<double>(link_bytes_[d]) * 1e9 / link_ns_[d]
+                                                               : 0.0;
+  };
+  link_ = LinkRates{rate(0), rate(1), link_bytes_[0], link_bytes_[1], link_iterations_};
+  if (link_.h2d_bw > 0 || link_.d2h_bw > 0) {
+    link_measured_.store(true, std::memory_order_release);
+  }
+}
+
+Executor::LinkRates Executor::link_rates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_done_ ? link_ : LinkRates{};
 }
 
 void Executor::Flush() {
@@ -289,11 +335,16 @@ void Executor::StartIterationLocked(uint64_t n) {
     posted_before_ = mover_->Last();
   }
   MeasureLocked(false);
+  CheckLinkLocked();
   free_events_.insert(free_events_.end(), measured_events_.begin(), measured_events_.end());
   measured_events_ = std::move(used_events_);
   used_events_.clear();
   stalls_to_measure_ = std::move(stalls_);
   stalls_.clear();
+  transfers_to_measure_ = std::move(transfers_);
+  transfers_.clear();
+  link_to_measure_ = link_timing_;
+  link_timing_ = false;
   if (!running_) return;
   const ReplayProgram& p = *prog_;
   stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
@@ -317,6 +368,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
   // second on, at its start and where the plan holds the most.
   if (++replayed_ > 1) SampleDeviceLocked();
+  link_timing_ = !link_done_ && replayed_ > 1;  // the first one's moves share the link with paging
   IssueLocked(0, p.stream[0]);
 }
 
@@ -534,15 +586,23 @@ bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
 cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                                  bool to_device) {
   cudaEvent_t done = EventLocked();
+  // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
+  cudaEvent_t started = link_timing_ && done != nullptr ? EventLocked() : nullptr;
+  if (started != nullptr) {
+    uint64_t bytes = 0;
+    for (const Range& r : ranges) bytes += r.bytes;
+    transfers_.push_back({started, done, bytes, to_device});
+  }
   live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
   CallKindStats& kind = calls_[to_device ? kPrefetchCall : kEvictCall];
   auto issue = [&api = api_, &held_ns, &kind, s, waits, ranges = std::move(ranges),
-                loc = Location(to_device, device_), batch = batch_moves_, done] {
+                loc = Location(to_device, device_), batch = batch_moves_, done, started] {
     HeldFor held(held_ns, kind);
     LastErrorScope errors(api);
     for (cudaEvent_t w : waits) {
       if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
     }
+    if (started != nullptr && api.cudaEventRecord(started, s) != cudaSuccess) errors.Failed();
     PrefetchRanges(api, ranges, s, loc, batch);
     if (done != nullptr && api.cudaEventRecord(done, s) != cudaSuccess) errors.Failed();
   };

@@ -114,6 +114,23 @@ class Executor {
   enum class Request : uint8_t { kNone = 0, kRerecord = 1, kReplan = 2 };
   Request TakeRequest() { return static_cast<Request>(request_.exchange(0, std::memory_order_acq_rel)); }
   std::vector<bool> rejected_ops() const;
+  // The host link as the plan's moves found it: per direction, the bytes the plan's prefetches (to the device) or
+  // evictions (to the host) moved over the time from each move's start on its stream to its completion (CUDA
+  // events), summed over replayed iterations from the second of each program on, until each direction that moves
+  // has moved enough to tell (kLinkMinBytes; kLinkMaxIterations at most). Measured once per process; a rate is 0
+  // where too little moved that way. The session plans again with rates that depart from its profile's.
+  struct LinkRates {
+    double h2d_bw = 0, d2h_bw = 0;  // bytes/s
+    uint64_t h2d_bytes = 0, d2h_bytes = 0;
+    uint32_t iterations = 0;
+  };
+  static constexpr uint64_t kLinkMinBytes = 16ull << 20;
+  static constexpr uint32_t kLinkMinIterations = 2, kLinkMaxIterations = 8;
+  LinkRates link_rates() const;
+  // True once, when link_rates() has become final with a rate measured.
+  bool TakeLinkMeasured() {
+    return link_measured_.load(std::memory_order_relaxed) && link_measured_.exchange(false, std::memory_order_acq_rel);
+  }
   // Measurements of iterations that have completed; called at shutdown for the last ones.
   void Flush();
   uint64_t peak_device_bytes() const { return peak_device_.load(std::memory_order_relaxed); }
@@ -160,6 +177,8 @@ class Executor {
   // Allocations are counted per iteration (the first allocation, or the start, of an iteration resets them).
   void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);
   void MeasureLocked(bool final);
+  // Once enough moves are timed: the rates (link_), and TakeLinkMeasured() says so.
+  void CheckLinkLocked();
   void SampleDeviceLocked();
   // Where the op at `pos` shows its anchored sub-buffers to be (ReplayProgram::anchors).
   void PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer);
@@ -227,6 +246,7 @@ class Executor {
   mutable std::mutex mu_;
   std::atomic<bool> armed_{false};
   std::atomic<uint8_t> request_{0};
+  std::atomic<bool> link_measured_{false};
   std::atomic<uint64_t> peak_device_{0};
 
   std::shared_ptr<const ReplayProgram> prog_;     // running
@@ -297,6 +317,20 @@ class Executor {
   };
   std::vector<Stall> stalls_, stalls_to_measure_;
   cudaEvent_t busy_from_ = nullptr, busy_to_ = nullptr;
+  // Timed moves (LinkRates): this iteration's, and the last iteration's, measured at the next start.
+  struct Transfer {
+    cudaEvent_t started = nullptr, done = nullptr;
+    uint64_t bytes = 0;
+    bool to_device = false;
+  };
+  std::vector<Transfer> transfers_, transfers_to_measure_;
+  bool link_timing_ = false;        // this iteration's moves are timed
+  bool link_to_measure_ = false;    // transfers_to_measure_ comes from a timed iteration
+  bool link_done_ = false;          // link_ is final
+  std::array<uint64_t, 2> link_bytes_{};  // [to the device, to the host]
+  std::array<double, 2> link_ns_{};
+  uint32_t link_iterations_ = 0;
+  LinkRates link_;
 };
 
 }  // namespace karma::rt

@@ -306,6 +306,83 @@ TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) 
   }
 }
 
+// The plan's moves are timed from the second replayed iteration on (with CUDA events around each call on its
+// stream), until each direction has moved kLinkMinBytes: the rates the link gave them, once, from either thread.
+TEST_F(ExecutorTest, MovesAreTimedOnceToMeasureTheLink) {
+  constexpr uint64_t kMoved = 16ull << 20;  // kLinkMinBytes each way per iteration
+  auto p = std::make_shared<ReplayProgram>();
+  p->period = 3;
+  p->shape = {11, 22, 33};
+  p->stream = {0, 0, 0};
+  ReplayBuffer b;
+  b.address = b.alloc_start = kAddr;
+  b.bytes = b.alloc_bytes = kMoved;
+  b.origin = Origin::kArena;
+  p->buffers = {b};
+  p->after.resize(4);
+  p->after[1].push_back({ReplayProgram::Move::kEvict, 0, UINT32_MAX - 1, UINT32_MAX});
+  p->after[2].push_back({ReplayProgram::Move::kPrefetch, 0, 0, UINT32_MAX, 2});
+  p->room_from.resize(4);
+  p->waits = {{}, {}, {0}};
+  p->recompute_before.resize(3);
+  p->reads = {{0}, {}, {0}};
+  p->overwritten.resize(3);
+  p->written.resize(3);
+  p->relaunch.resize(3);
+  p->in_recompute.assign(3, false);
+  p->uses = {{0}, {}, {0}};
+  p->planned_bytes = {kMoved, 0, kMoved};
+  p->actions = 1;
+  for (const bool threads : {false, true}) {
+    SCOPED_TRACE(threads ? "move threads" : "on the application's thread");
+    testing::ResetFake();
+    Fake().h2d_bytes_per_ns = 4;  // 4 GB/s to the device, 2.5 to the host
+    Fake().d2h_bytes_per_ns = 2.5;
+    live::Stats stats;
+    Executor e(api_, &stats);
+    e.SetMoveThreads(threads);
+    e.Install(p, 0, 0);
+    int measured_at = -1;
+    for (uint64_t n = 0; n < 30; ++n) {
+      bool wants = false;
+      const uint32_t pos = e.Before(n, p->shape[n % 3], 0, {}, &wants);
+      ASSERT_EQ(pos, n % 3);
+      e.After(pos, true);
+      if (e.TakeLinkMeasured()) {
+        EXPECT_EQ(measured_at, -1) << "reported twice";
+        measured_at = static_cast<int>(n / 3);
+      }
+    }
+    e.Flush();
+    // Iterations 1 and 2 (the second and third) are timed; the events of each are read two iterations later.
+    EXPECT_EQ(measured_at, 4);
+    const Executor::LinkRates l = e.link_rates();
+    EXPECT_EQ(l.iterations, 2u);
+    EXPECT_EQ(l.h2d_bytes, 2 * kMoved);
+    EXPECT_EQ(l.d2h_bytes, 2 * kMoved);
+    EXPECT_NEAR(l.h2d_bw, 4e9, 4e9 * 1e-4);
+    EXPECT_NEAR(l.d2h_bw, 2.5e9, 2.5e9 * 1e-4);
+    EXPECT_FALSE(e.TakeLinkMeasured());
+    e.Uninstall();
+  }
+  // Too little moved to tell, after kLinkMaxIterations: no rate, nothing reported.
+  testing::ResetFake();
+  Fake().h2d_bytes_per_ns = Fake().d2h_bytes_per_ns = 1;
+  auto small = std::make_shared<ReplayProgram>(*p);
+  small->buffers[0].bytes = small->buffers[0].alloc_bytes = 1ull << 20;
+  live::Stats stats;
+  Executor e(api_, &stats);
+  e.Install(small, 0, 0);
+  for (uint64_t n = 0; n < 3 * (Executor::kLinkMaxIterations + 4); ++n) {
+    bool wants = false;
+    e.After(e.Before(n, small->shape[n % 3], 0, {}, &wants), true);
+    EXPECT_FALSE(e.TakeLinkMeasured());
+  }
+  EXPECT_EQ(e.link_rates().iterations, Executor::kLinkMaxIterations);
+  EXPECT_EQ(e.link_rates().h2d_bw, 0.0);
+  e.Uninstall();
+}
+
 // A plan that fits in the budget as the application runs it moves nothing, and neither does its replay: no
 // discard at a free, no population at an allocation (on a GPU each costs the driver time per block).
 TEST_F(ExecutorTest, AProgramThatMovesNothingLeavesFreesAndAllocationsAlone) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -215,7 +216,15 @@ void DelayMove() {
   const int ms = Fake().move_delay_ms;  // set before any executor runs
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
+// The virtual time a prefetch of `bytes` takes on the link (FakeCuda::h2d_bytes_per_ns).
+void TransferTime(uint64_t bytes, bool to_device) {
+  const double rate = to_device ? Fake().h2d_bytes_per_ns : Fake().d2h_bytes_per_ns;
+  if (rate > 0) Fake().clock_ns += static_cast<uint64_t>(static_cast<double>(bytes) / rate);
+}
 void RecordMoves(const char* call, void** ptrs, size_t* sizes, size_t count, bool to_device) {
+  if (std::strcmp(call, "prefetch") == 0) {
+    for (size_t i = 0; i < count; ++i) TransferTime(sizes[i], to_device);
+  }
   const int batch = ++Fake().move_calls;
   for (size_t i = 0; i < count; ++i) {
     Fake().moves.push_back({call, reinterpret_cast<uint64_t>(ptrs[i]), sizes[i], to_device, batch,
@@ -225,6 +234,7 @@ void RecordMoves(const char* call, void** ptrs, size_t* sizes, size_t count, boo
 cudaError_t MemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, unsigned int, cudaStream_t) {
   DelayMove();
   FAKE_LOCK;
+  TransferTime(n, loc.type == cudaMemLocationTypeDevice);
   Fake().moves.push_back({"prefetch", reinterpret_cast<uint64_t>(p), n, loc.type == cudaMemLocationTypeDevice,
                           ++Fake().move_calls, std::this_thread::get_id()});
   return cudaSuccess;

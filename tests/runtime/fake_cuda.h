@@ -69,6 +69,8 @@ struct FakeCuda {
   };
   std::vector<Move> moves;
   int move_delay_ms = 0;  // each prefetch call takes this long before it returns, as a blocking one would
+  // When > 0, a prefetch call advances the virtual clock by its bytes at this rate (its transfer), per direction.
+  double h2d_bytes_per_ns = 0, d2h_bytes_per_ns = 0;
   int move_calls = 0;
   uintptr_t next_stream = 0x5000;
 
