@@ -1072,6 +1072,13 @@ std::string Session::DeviceName() {
   return prop.name;
 }
 
+policy::HwProfile Session::PlanningProfile() {
+  EnsureDeviceInfo();
+  const policy::HwProfile& device = ProfileForDevice(DeviceName());
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  return WithMeasuredLink(device, link_h2d_bw_, link_d2h_bw_);
+}
+
 void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec,
                              const std::vector<bool>& no_recompute) {
   auto fail = [&](const std::string& why) {
@@ -1086,8 +1093,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       fail(fmt::format("the recording kept {} of the iteration's {} ops", rec->it.ops.size(), period));
       return;
     }
-    EnsureDeviceInfo();
-    const policy::HwProfile& profile = ProfileForDevice(DeviceName());
+    const policy::HwProfile profile = PlanningProfile();
     const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
     // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
     auto install = [&](const policy::Plan& plan, const std::string& path) -> Status {
@@ -1115,7 +1121,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
         fail(read.status().message());
         return;
       }
-      const std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
+      std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
+      // A plan made with the link rates another run measured names them.
+      if (policy::HwProfile measured; read->fingerprint != key && ProfileFromLabel(profile, read->profile, &measured)) {
+        key = PlanKey(PlanningIteration(rec->it), measured, capacity, no_recompute);
+      }
       if (read->fingerprint != key) {
         fail(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
                          "device profile or capacity)", config_.plan_path, read->fingerprint, key));
@@ -1145,7 +1155,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     if (outcome->reused) {
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {
-      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", profile.name,
+      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", ProfileLabel(profile),
                 FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
                 outcome->path.empty() ? "not saved" : outcome->path);
     }
@@ -1178,23 +1188,32 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
   }
 }
 
+void Session::PostReplan() {
+  std::shared_ptr<const RecordedIteration> rec;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    rec = recorded_;
+  }
+  if (rec == nullptr || config_.mode == Mode::kReplay) return;  // a given plan is not replaced
+  if (replanning_.exchange(true)) return;  // the plan not yet started will see every rejection and rate so far
+  auto task = [this, rec] {
+    replanning_.store(false);
+    PlanAndInstall(rec, executor_.rejected_ops());
+  };
+  if (!worker_.Post(task)) replanning_.store(false);
+}
+
 void Session::HandleExecutorRequest() {
+  try {
+    if (executor_.TakeLinkMeasured()) OnLinkMeasured();
+  } catch (...) {
+    KARMA_LOG(kWarn, "the measured link rates were not used (internal error)");
+  }
   const Executor::Request r = executor_.TakeRequest();
   if (r == Executor::Request::kNone) return;
   try {
     if (r == Executor::Request::kReplan) {
-      std::shared_ptr<const RecordedIteration> rec;
-      {
-        std::lock_guard<std::mutex> lock(trace_mu_);
-        rec = recorded_;
-      }
-      if (rec == nullptr || config_.mode == Mode::kReplay) return;  // a given plan is not replaced
-      if (replanning_.exchange(true)) return;  // the plan being made will see every rejection so far
-      auto task = [this, rec] {
-        replanning_.store(false);
-        PlanAndInstall(rec, executor_.rejected_ops());
-      };
-      if (!worker_.Post(task)) replanning_.store(false);
+      PostReplan();
     } else {
       executor_.Uninstall();
       std::lock_guard<std::mutex> lock(record_mu_);
@@ -1203,6 +1222,26 @@ void Session::HandleExecutorRequest() {
   } catch (...) {
     Degrade(Part::kRecording, "an internal error while planning again");
   }
+}
+
+void Session::OnLinkMeasured() {
+  const Executor::LinkRates l = executor_.link_rates();
+  const policy::HwProfile assumed = PlanningProfile();
+  auto rate = [](double bw, uint64_t bytes) {
+    return bw > 0 ? fmt::format("{:.3g} GB/s ({})", bw / 1e9, FormatBytes(bytes)) : std::string("not measured");
+  };
+  const bool replan = LinkDeparts(assumed, l.h2d_bw, l.d2h_bw) && config_.mode != Mode::kReplay;
+  KARMA_LOG(kInfo, "the plan's moves ran at {} to the device and {} to the host over {} iterations; the plan assumed "
+            "{:.3g} and {:.3g} GB/s ({}){}", rate(l.h2d_bw, l.h2d_bytes), rate(l.d2h_bw, l.d2h_bytes), l.iterations,
+            assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, ProfileLabel(assumed),
+            replan ? ": planning again with the measured rates" : "");
+  if (!replan) return;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    link_h2d_bw_ = l.h2d_bw;
+    link_d2h_bw_ = l.d2h_bw;
+  }
+  PostReplan();
 }
 
 void Session::RestartRecordingLocked() {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "policy/hw_profile.h"
 #include "runtime/common/live_stats.h"
 #include "runtime/session/arena.h"
 #include "runtime/session/config.h"
@@ -149,8 +150,17 @@ class Session {
   uint64_t CountOp();
   // On the worker after the recording: plan (or read KARMA_PLAN), compile and hand the program to the executor.
   void PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec, const std::vector<bool>& no_recompute);
+  // The profile plans are made with: the device's (ProfileForDevice), with the host link's rates the executor
+  // measured once they depart from it (link_).
+  policy::HwProfile PlanningProfile();
   // Acts on what the executor asks for: a new plan, or a new recording.
   void HandleExecutorRequest();
+  // The executor has timed the plan's moves: logs the rates, and plans again with them where they depart from the
+  // profile the plan assumed.
+  void OnLinkMeasured();
+  // Plans the last recording again on the worker (the ops of rejected recomputes left out), unless a given plan
+  // runs (KARMA_MODE=replay) or a new plan is already waiting to start.
+  void PostReplan();
   void RestartRecordingLocked();
   std::string DeviceName();
   void OnBoundaryLocked();
@@ -260,6 +270,7 @@ class Session {
   std::string plan_path_;
   std::string plan_error_;
   std::atomic<bool> replanning_{false};
+  double link_h2d_bw_ = 0, link_d2h_bw_ = 0;  // measured rates that plans use (0: the profile's); under trace_mu_
 };
 
 }  // namespace karma::rt

@@ -4,7 +4,7 @@
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
 # CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | segments_3 | segments_4 | drift | replay |
-#       trace | inplace | inplace_hidden | overwrite | move_threads | stress
+#       trace | inplace | inplace_hidden | overwrite | move_threads | link | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -297,6 +297,44 @@ move_threads)
       "$tmp/karma.err" || fail "$app $alloc: no time of the move threads: $(grep '^karma: mode' "$tmp/karma.err")"
     echo "$app $alloc at 3x with move threads: $(grep '^karma: mode' "$tmp/karma.err")"
   done
+  ;;
+link)
+  # The host link at 6 GB/s to the device and 4 to the host (SIMCUDA_LINK) where the device's profile says 12:
+  # the executor times the plan's moves, finds the link slower than planned, and plans again with the measured
+  # rates; that plan replays faster than the first one does on this link (KARMA_MODE=replay runs a given plan and
+  # never plans again), and KARMA_MODE=replay takes the plan made with the measured rates (its plan key names them).
+  iters=22  # the first plan replays from 8, its moves are timed in 9 and 10, the second plan replays from 13
+  args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async)
+  run ref -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run ref
+  export SIMCUDA_LINK=6/4
+  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "^karma: the plan's moves ran at 6 GB/s .* to the device and 4 GB/s .* to the host over 2 iterations; the plan assumed 12 and 12 GB/s (v100-16g-pcie3): planning again with the measured rates" \
+    "$tmp/karma.err" || fail "no replan with the measured link: $(grep '^karma' "$tmp/karma.err")"
+  grep -q "^karma: planned on v100-16g-pcie3 link 6/4 GB/s" "$tmp/karma.err" ||
+    fail "not planned with the measured link: $(grep '^karma' "$tmp/karma.err")"
+  nominal= measured=
+  for f in "$tmp"/traces/*.plan.json; do
+    if grep -q '"profile": *"v100-16g-pcie3 link 6/4 GB/s"' "$f"; then measured=$f; else nominal=$f; fi
+  done
+  [[ -n $nominal && -n $measured ]] || fail "expected a plan for each link: $(ls "$tmp/traces")"
+  KARMA_PLAN=$nominal run first --mem "$mem" --karma --mode replay -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run first
+  same ref first
+  KARMA_LOG=info KARMA_PLAN=$measured run second --mem "$mem" --karma --mode replay -- "$bin/skipnet_trainer" \
+    "${args[@]}"
+  must_run second
+  same ref second
+  grep -Eq "mode replay, .*prefetched [1-9]" "$tmp/second.err" || fail "the measured link's plan was not replayed: $(grep '^karma' "$tmp/second.err")"
+  grep -q "planning again" "$tmp/second.err" && fail "KARMA_MODE=replay planned again"
+  unset SIMCUDA_LINK
+  t_first=$(steady_ms first) t_karma=$(steady_ms karma) t_second=$(steady_ms second)
+  echo "skipnet_trainer $((3 * mem_mib))MiB, link 6/4 GB/s: the plan for 12 GB/s $t_first ms, planned again" \
+    "with the measured link $t_karma ms (its plan replayed alone $t_second ms)"
+  ((speed)) || exit 0
+  le "$(ratio "$t_karma" "$t_first")" 0.9 || fail "the plan for the measured link is not 10% faster"
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them

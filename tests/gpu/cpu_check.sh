@@ -38,7 +38,9 @@ run = lambda losses: {"status": "ok", "losses": losses, "times_ms": [10.0], "ms_
 for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iterations (10 ops each), peak 1 MiB "
                         "allocated vs 1 MiB budget; faults and stalls not measured (no plan replayed); no iteration "
                         "recorded"), ("karma-async", "karma: mode auto, 9 iterations (10 ops each), peak 1 MiB; "
-                        "prefetched 1 MiB, evicted 1 MiB; plan p.json; trace t.ktrace")):
+                        "prefetched 1 MiB, evicted 1 MiB; plan p.json; trace t.ktrace\n"
+                        "karma: the plan's moves ran at 19.5 GB/s (1 GiB) to the device and 6.8 GB/s (1 GiB) to the "
+                        "host over 2 iterations; the plan assumed 20 and 7 GB/s (h100-80g-um)")):
     json.dump(run([1.0, 0.5]), open(os.path.join(d, f"gpt2-{config}.json"), "w"))
     if summary:
         open(os.path.join(d, f"gpt2-{config}.log"), "w").write(summary + "\n")
@@ -49,6 +51,8 @@ grep -q '^| gpt2 | libkarma.so, caching allocator | ok |.*| none |' "$tmp/fake/t
   fail "a run without a plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | ok |.*| replayed |' "$tmp/fake/t.md" ||
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
+grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.md" ||
+  fail "the measured link must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 
 if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
   echo "skipped the Python checks: $python has no PyTorch/torchvision"

@@ -45,18 +45,22 @@ def agreement(ref, run):
 
 
 def karma_summary(directory, model, config):
-    """libkarma.so's exit summary line from the run's log, if it printed one, and its line of managed-memory calls
-    by kind (KARMA_LOG=info)."""
+    """libkarma.so's exit summary line from the run's log, if it printed one, its line of managed-memory calls by
+    kind and its line of the link rates the plan's moves found (both KARMA_LOG=info)."""
     try:
         with open(os.path.join(directory, f"{model}-{config}.log")) as f:
             lines = [line.strip() for line in f]
     except OSError:
         return ""
     summary = [line for line in lines if line.startswith("karma: mode")]
-    calls = [line for line in lines if line.startswith("karma: managed-memory calls per replayed iteration")]
+    extra = []
+    for start in ("karma: managed-memory calls per replayed iteration", "karma: the plan's moves ran at"):
+        found = [line for line in lines if line.startswith(start)]
+        if found:
+            extra.append(found[-1][len("karma: "):])
     if not summary:
         return ""
-    return summary[-1] + (" -- " + calls[-1][len("karma: "):] if calls else "")
+    return " -- ".join([summary[-1]] + extra)
 
 
 def plan_state(config, summary):
