@@ -2,6 +2,12 @@
 // fault-driven migration reaches a fraction of the prefetch bandwidth and each fault group pays tens of µs.
 #include "policy/hw_profile.h"
 
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 namespace karma::policy {
 namespace {
 
@@ -41,6 +47,72 @@ Result<HwProfile> FindProfile(std::string_view name) {
     if (name == p.name) return p;
   }
   return InvalidArgument("unknown GPU profile '" + std::string(name) + "'; known profiles: " + ProfileNames());
+}
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+// One positive rate in GB/s at the start of `text`, advanced past it.
+bool TakeRate(std::string_view& text, double* bytes_per_s) {
+  const std::string s(text);
+  char* end = nullptr;
+  const double gbps = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !(gbps > 0) || gbps > 1e4) return false;
+  *bytes_per_s = gbps * kGB;
+  text.remove_prefix(static_cast<size_t>(end - s.c_str()));
+  return true;
+}
+
+}  // namespace
+
+Result<std::pair<double, double>> ParseLinkRates(std::string_view text) {
+  std::string_view t = text;
+  double h2d = 0, d2h = 0;
+  bool ok = TakeRate(t, &h2d);
+  if (ok && !t.empty() && t.front() == '/') {
+    t.remove_prefix(1);
+    ok = TakeRate(t, &d2h);
+  } else {
+    d2h = h2d;
+  }
+  if (!ok || !t.empty()) {
+    return InvalidArgument("'" + std::string(text) +
+                           "' is not a link rate in GB/s: 12, or 12/6 for host-to-device/device-to-host");
+  }
+  return std::make_pair(h2d, d2h);
+}
+
+HwProfile WithLink(const HwProfile& profile, double h2d_bw, double d2h_bw) {
+  HwProfile p = profile;
+  if (h2d_bw > 0) p.h2d_bw = h2d_bw;
+  if (d2h_bw > 0) p.d2h_bw = d2h_bw;
+  return p;
+}
+
+double RoundedRate(double bytes_per_s) {
+  if (!(bytes_per_s > 0)) return 0;
+  return std::stod(fmt::format("{:.2g}", bytes_per_s / kGB)) * kGB;
+}
+
+std::string ProfileLabel(const HwProfile& profile) {
+  auto named = FindProfile(profile.name);
+  if (named.ok() && named->h2d_bw == profile.h2d_bw && named->d2h_bw == profile.d2h_bw) return profile.name;
+  return fmt::format("{} link {}/{} GB/s", profile.name, profile.h2d_bw / kGB, profile.d2h_bw / kGB);
+}
+
+bool ProfileFromLabel(const HwProfile& base, const std::string& label, HwProfile* out) {
+  const std::string prefix = fmt::format("{} link ", base.name);
+  const std::string suffix = " GB/s";
+  if (label.size() <= prefix.size() + suffix.size() || label.compare(0, prefix.size(), prefix) != 0 ||
+      label.compare(label.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string_view rates(label.data() + prefix.size(), label.size() - prefix.size() - suffix.size());
+  auto r = ParseLinkRates(rates);
+  if (!r.ok() || rates.find('/') == std::string_view::npos) return false;
+  *out = WithLink(base, r->first, r->second);
+  return ProfileLabel(*out) == label;
 }
 
 }  // namespace karma::policy

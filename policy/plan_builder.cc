@@ -208,7 +208,7 @@ Plan PlanBuilder::Assemble(bool schedule, uint64_t capacity) const {
   Plan plan;
   plan.strategy = strategy_;
   plan.capacity_bytes = capacity;
-  plan.profile = in_.hw.name;
+  plan.profile = ProfileLabel(in_.hw);
   plan.managed_memory = managed_;
   for (size_t b = 0; b < host_home_.size(); ++b) {
     if (host_home_[b]) plan.host_resident.push_back(static_cast<trace::BufferId>(b));

@@ -50,7 +50,7 @@ Result<Plan> PlanInCore(const SimInput& in) {
   }
   Plan p;
   p.strategy = "incore";
-  p.profile = in.hw.name;
+  p.profile = ProfileLabel(in.hw);
   p.capacity_bytes = in.capacity;
   return p;
 }
@@ -64,7 +64,7 @@ Result<Plan> MakePlan(std::string_view strategy, const SimInput& in) {
   else if (strategy == "checkpoint") plan = PlanCheckpoint(in);
   else if (strategy == "capacity") plan = PlanCapacity(in);
   else if (strategy == "karma") plan = PlanKarma(in);
-  if (plan.ok()) plan->fingerprint = Fingerprint(*in.it, in.hw.name, in.capacity);
+  if (plan.ok()) plan->fingerprint = Fingerprint(*in.it, ProfileLabel(in.hw), in.capacity);
   return plan;
 }
 

@@ -41,7 +41,7 @@ std::string DefaultPlanCacheDir() {
 }
 
 std::string PlanCacheKey(const policy::SimInput& in, const SolverOptions& options) {
-  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, in.hw.name, in.capacity), SettingsHash(options));
+  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity), SettingsHash(options));
 }
 
 Result<policy::Plan> PlanKarmaCached(const policy::SimInput& in, const SolverOptions& options, const std::string& dir,
@@ -49,7 +49,7 @@ Result<policy::Plan> PlanKarmaCached(const policy::SimInput& in, const SolverOpt
   CacheOutcome local;
   CacheOutcome& c = cache != nullptr ? *cache : local;
   c = CacheOutcome{};
-  const std::string fingerprint = policy::Fingerprint(*in.it, in.hw.name, in.capacity);
+  const std::string fingerprint = policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity);
   c.enabled = !dir.empty();
   if (c.enabled) {
     c.path = (std::filesystem::path(dir) / (PlanCacheKey(in, options) + ".json")).string();

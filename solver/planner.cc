@@ -294,7 +294,7 @@ policy::Evaluation EvaluateKarmaPlan(const policy::SimInput& in, Result<policy::
     return e;
   }
   e.plan = std::move(plan).value();
-  e.plan.fingerprint = policy::Fingerprint(*in.it, in.hw.name, in.capacity);
+  e.plan.fingerprint = policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity);
   e.sim = policy::Simulate(in, e.plan, sim);
   e.feasible = e.sim.feasible;
   e.reason = e.sim.reason;

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <string_view>
 
 #include "policy/cost_model.h"
 #include "policy/plan_io.h"
@@ -44,46 +42,15 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
 
 namespace {
 
-constexpr double kGB = 1e9;
 constexpr double kLinkSlower = 0.8, kLinkFaster = 1.25;
 
-double TwoDigits(double bytes_per_s) {
-  return std::stod(fmt::format("{:.2g}", bytes_per_s / kGB)) * kGB;
-}
-
 }  // namespace
-
-policy::HwProfile WithMeasuredLink(const policy::HwProfile& profile, double h2d_bw, double d2h_bw) {
-  policy::HwProfile p = profile;
-  if (h2d_bw > 0) p.h2d_bw = TwoDigits(h2d_bw);
-  if (d2h_bw > 0) p.d2h_bw = TwoDigits(d2h_bw);
-  return p;
-}
 
 bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw) {
   auto departs = [](double measured, double planned) {
     return measured > 0 && planned > 0 && (measured < kLinkSlower * planned || measured > kLinkFaster * planned);
   };
   return departs(h2d_bw, assumed.h2d_bw) || departs(d2h_bw, assumed.d2h_bw);
-}
-
-std::string ProfileLabel(const policy::HwProfile& profile) {
-  auto named = policy::FindProfile(profile.name);
-  if (named.ok() && named->h2d_bw == profile.h2d_bw && named->d2h_bw == profile.d2h_bw) return profile.name;
-  return fmt::format("{} link {:.2g}/{:.2g} GB/s", profile.name, profile.h2d_bw / kGB, profile.d2h_bw / kGB);
-}
-
-bool ProfileFromLabel(const policy::HwProfile& base, const std::string& label, policy::HwProfile* out) {
-  const std::string prefix = fmt::format("{} link ", base.name);
-  if (label.compare(0, prefix.size(), prefix) != 0) return false;
-  double h2d = 0, d2h = 0;
-  char tail[8] = {};
-  if (std::sscanf(label.c_str() + prefix.size(), "%lf/%lf %7s", &h2d, &d2h, tail) != 3 ||
-      std::string_view(tail) != "GB/s" || !(h2d > 0) || !(d2h > 0)) {
-    return false;
-  }
-  *out = WithMeasuredLink(base, h2d * kGB, d2h * kGB);
-  return ProfileLabel(*out) == label;
 }
 
 trace::Iteration PlanningIteration(const trace::Iteration& it) {
@@ -144,7 +111,7 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
   for (trace::Op& op : shape.ops) op.duration_ns = 0;
   // The planner's version is part of it: a plan an older planner made for the same inputs is made again.
   std::string key =
-      policy::Fingerprint(shape, fmt::format("{} (planner {})", ProfileLabel(profile), solver::kPlannerVersion),
+      policy::Fingerprint(shape, fmt::format("{} (planner {})", policy::ProfileLabel(profile), solver::kPlannerVersion),
                           capacity);
   // Ops excluded after a failed validation make a different plan for the same iteration.
   uint64_t h = 1469598103934665603ull;
@@ -219,7 +186,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   }
   out.plan = std::move(e.plan);
   out.plan.fingerprint = out.key;
-  out.plan.profile = ProfileLabel(req.profile);
+  out.plan.profile = policy::ProfileLabel(req.profile);
   out.plan.capacity_bytes = req.capacity;
   out.simulated_s = e.sim.iteration_s;
   out.improves = !(req.ilp && req.improve_on_s > 0) || out.simulated_s < req.improve_on_s;

@@ -19,19 +19,9 @@ namespace karma::rt {
 // profile for any other device.
 const policy::HwProfile& ProfileForDevice(const std::string& device_name);
 
-// The host link as this machine's moves found it (Executor::LinkRates): the profile with its host-to-device and
-// device-to-host rates replaced where measured (> 0), rounded to two significant digits so that the same machine
-// makes the same plan key.
-policy::HwProfile WithMeasuredLink(const policy::HwProfile& profile, double h2d_bw, double d2h_bw);
-// Whether measured rates (0: not measured that way) depart from those `assumed` enough to plan again: below 0.8x
-// or above 1.25x in a direction measured.
+// Whether measured host-link rates (Executor::LinkRates; 0: not measured that way) depart from those `assumed`
+// enough to plan again with them (policy::WithLink): below 0.8x or above 1.25x in a direction measured.
 bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw);
-// How plan keys and plan files name a profile: its name, followed by " link H/D GB/s" where its link rates are not
-// those of the profile of that name (WithMeasuredLink).
-std::string ProfileLabel(const policy::HwProfile& profile);
-// The profile a plan file's label names when it is `base` with other link rates (KARMA_MODE=replay of a plan made
-// with measured rates); false when the label is not of that form.
-bool ProfileFromLabel(const policy::HwProfile& base, const std::string& label, policy::HwProfile* out);
 
 struct PlanRequest {
   const RecordedIteration* recorded = nullptr;
@@ -83,7 +73,7 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan);
 
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
-// (they vary from run to run on a GPU), the profile (ProfileLabel), the capacity and solver::kPlannerVersion, plus the ops
+// (they vary from run to run on a GPU), the profile (policy::ProfileLabel), the capacity and solver::kPlannerVersion, plus the ops
 // excluded from recompute.
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
                     const std::vector<bool>& no_recompute);

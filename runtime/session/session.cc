@@ -1076,7 +1076,7 @@ policy::HwProfile Session::PlanningProfile() {
   EnsureDeviceInfo();
   const policy::HwProfile& device = ProfileForDevice(DeviceName());
   std::lock_guard<std::mutex> lock(trace_mu_);
-  return WithMeasuredLink(device, link_h2d_bw_, link_d2h_bw_);
+  return policy::WithLink(device, policy::RoundedRate(link_h2d_bw_), policy::RoundedRate(link_d2h_bw_));
 }
 
 void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec,
@@ -1123,7 +1123,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       }
       std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
       // A plan made with the link rates another run measured names them.
-      if (policy::HwProfile measured; read->fingerprint != key && ProfileFromLabel(profile, read->profile, &measured)) {
+      if (policy::HwProfile measured; read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &measured)) {
         key = PlanKey(PlanningIteration(rec->it), measured, capacity, no_recompute);
       }
       if (read->fingerprint != key) {
@@ -1155,7 +1155,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     if (outcome->reused) {
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {
-      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", ProfileLabel(profile),
+      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", policy::ProfileLabel(profile),
                 FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
                 outcome->path.empty() ? "not saved" : outcome->path);
     }
@@ -1233,7 +1233,7 @@ void Session::OnLinkMeasured() {
   const bool replan = LinkDeparts(assumed, l.h2d_bw, l.d2h_bw) && config_.mode != Mode::kReplay;
   KARMA_LOG(kInfo, "the plan's moves ran at {} to the device and {} to the host over {} iterations; the plan assumed "
             "{:.3g} and {:.3g} GB/s ({}){}", rate(l.h2d_bw, l.h2d_bytes), rate(l.d2h_bw, l.d2h_bytes), l.iterations,
-            assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, ProfileLabel(assumed),
+            assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, policy::ProfileLabel(assumed),
             replan ? ": planning again with the measured rates" : "");
   if (!replan) return;
   {

@@ -82,6 +82,35 @@ case $case_name in
     echo "ok   compare, plan and its picture"
     ;;
 
+  link)
+    # --link replaces the profile's host link: a slower one makes swapping slower, the profile's own rates change
+    # nothing, and plans and the plan cache tell the links apart.
+    "$kt" simulate "$resnet" --pressure 3 --strategy capacity --json >"$work/n.json" || fail "nominal link"
+    "$kt" simulate "$resnet" --pressure 3 --strategy capacity --link 6/3 --json >"$work/s.json" || fail "--link 6/3"
+    "$kt" simulate "$resnet" --pressure 3 --strategy capacity --link 12 --json >"$work/same.json" || fail "--link 12"
+    check "d['profile'] == 'v100-16g-pcie3 link 6/3 GB/s'" "$work/s.json" || fail "the profile does not name the link"
+    check "d['profile'] == 'v100-16g-pcie3'" "$work/same.json" || fail "the profile's own rates are named as others"
+    python3 -c "import json; n=json.load(open('$work/n.json')); s=json.load(open('$work/s.json')); m=json.load(open('$work/same.json'))
+exit(not (s['iteration_ms'] > n['iteration_ms'] and m['iteration_ms'] == n['iteration_ms']))" ||
+      fail "a slower link does not slow swapping, or the profile's rates change the plan"
+    "$kt" simulate "$resnet" --pressure 3 --strategy karma --solver heuristic --link 6/3 --save-plan "$work/p.json" \
+      >/dev/null || fail "save a plan for the link"
+    check "d['profile'] == 'v100-16g-pcie3 link 6/3 GB/s'" "$work/p.json" || fail "the plan file does not name the link"
+    "$kt" simulate "$resnet" --pressure 3 --plan "$work/p.json" --link 6/3 >"$work/out" 2>"$work/err" || fail "replay"
+    ! grep -q "made for other inputs" "$work/err" || fail "the plan's own link is taken for other inputs"
+    "$kt" simulate "$resnet" --pressure 3 --plan "$work/p.json" >"$work/out" 2>"$work/err" || fail "other link"
+    grep -q "made for other inputs" "$work/err" || fail "a plan for another link is not told apart"
+    mkdir -p "$work/cache"
+    KARMA_PLAN_CACHE=$work/cache "$kt" simulate "$resnet" --pressure 3 --strategy karma --solver heuristic \
+      --link 6/3 >/dev/null || fail "plan into the cache"
+    KARMA_PLAN_CACHE=$work/cache "$kt" simulate "$resnet" --pressure 3 --strategy karma --solver heuristic \
+      >"$work/out" || fail "plan for the profile's link"
+    ! grep -q "plan cache  hit" "$work/out" || fail "the plan for another link came from the cache"
+    expect_exit 1 "bad --link" "$kt" simulate "$resnet" --strategy karma --link fast
+    grep -q -- "--link" "$work/err" || fail "the message does not name --link"
+    echo "ok   --link: $(python3 -c "import json; print(json.load(open('$work/n.json'))['iteration_ms'], '->', json.load(open('$work/s.json'))['iteration_ms'])") ms"
+    ;;
+
   bad_inputs)
     expect_exit 2 "unknown strategy" "$kt" simulate "$resnet" --strategy magic
     expect_exit 2 "--capacity with --pressure" "$kt" simulate "$resnet" --strategy karma --capacity 1GiB --pressure 2

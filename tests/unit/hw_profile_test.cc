@@ -35,6 +35,56 @@ TEST(HwProfile, UnknownNameListsTheKnownOnes) {
   EXPECT_NE(r.status().message().find("v100-16g-pcie3"), std::string::npos);
 }
 
+// Link rates in GB/s: one figure for both directions or H2D/D2H; anything else is refused.
+TEST(HwProfile, LinkRatesParse) {
+  auto both = ParseLinkRates("4");
+  ASSERT_TRUE(both.ok());
+  EXPECT_DOUBLE_EQ(both->first, 4e9);
+  EXPECT_DOUBLE_EQ(both->second, 4e9);
+  auto two = ParseLinkRates("6/3.5");
+  ASSERT_TRUE(two.ok());
+  EXPECT_DOUBLE_EQ(two->first, 6e9);
+  EXPECT_DOUBLE_EQ(two->second, 3.5e9);
+  for (const char* bad : {"", "fast", "6/", "0", "-2/3", "6/3/1", "6GB/s", "/4"}) {
+    auto r = ParseLinkRates(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("GB/s"), std::string::npos);
+  }
+}
+
+// A profile with other link rates keeps its name and gets a label naming the rates, from which the same profile
+// comes back; the profiles of the table are labelled by their names. Measured rates are rounded to two digits.
+TEST(HwProfile, OtherLinkRatesAreNamedInTheLabel) {
+  const HwProfile& hw = DefaultProfile();  // 12 GB/s each way
+  for (const HwProfile& p : AllProfiles()) EXPECT_EQ(ProfileLabel(p), p.name);
+  EXPECT_EQ(ProfileLabel(WithLink(hw, 0, 0)), hw.name);
+  EXPECT_EQ(ProfileLabel(WithLink(hw, hw.h2d_bw, hw.d2h_bw)), hw.name);
+  const HwProfile slow = WithLink(hw, 6e9, 0);  // only to the device
+  EXPECT_STREQ(slow.name, hw.name);
+  EXPECT_DOUBLE_EQ(slow.h2d_bw, 6e9);
+  EXPECT_DOUBLE_EQ(slow.d2h_bw, hw.d2h_bw);
+  EXPECT_EQ(ProfileLabel(slow), "v100-16g-pcie3 link 6/12 GB/s");
+  const HwProfile odd = WithLink(hw, 0.55e9, 123.4e9);
+  EXPECT_EQ(ProfileLabel(odd), "v100-16g-pcie3 link 0.55/123.4 GB/s");
+  EXPECT_DOUBLE_EQ(RoundedRate(6.04e9), 6e9);
+  EXPECT_DOUBLE_EQ(RoundedRate(3.96e9), 4e9);
+  EXPECT_DOUBLE_EQ(RoundedRate(123.4e9), 120e9);
+  EXPECT_DOUBLE_EQ(RoundedRate(0), 0);
+  EXPECT_EQ(ProfileLabel(WithLink(hw, RoundedRate(5.86e9), RoundedRate(3.96e9))), "v100-16g-pcie3 link 5.9/4 GB/s");
+  HwProfile back;
+  for (const HwProfile& p : {slow, odd}) {
+    ASSERT_TRUE(ProfileFromLabel(hw, ProfileLabel(p), &back)) << ProfileLabel(p);
+    EXPECT_DOUBLE_EQ(back.h2d_bw, p.h2d_bw);
+    EXPECT_DOUBLE_EQ(back.d2h_bw, p.d2h_bw);
+  }
+  for (const std::string& bad : {std::string(hw.name), std::string("a100-40g-pcie4 link 6/12 GB/s"),
+                                 std::string(hw.name) + " link 6 GB/s", std::string(hw.name) + " link 6/x GB/s",
+                                 std::string(hw.name) + " link 6/12 MB/s", std::string(hw.name) + " link 0/12 GB/s",
+                                 std::string(hw.name) + " link 6.0/12 GB/s"}) {
+    EXPECT_FALSE(ProfileFromLabel(hw, bad, &back)) << bad;
+  }
+}
+
 TEST(Cost, RooflineOrMeasured) {
   const HwProfile& hw = DefaultProfile();
   trace::Op op;

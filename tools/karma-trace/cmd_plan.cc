@@ -63,7 +63,7 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
   const double left = 150, width = W - left - 40;
   svg.Text(W / 2, 26,
            fmt::format("{} plan for {} on {}, capacity {}: {:.1f} ms per iteration ({:.2f}x in-core)", e.strategy,
-                       model, in.hw.name, FormatBytes(in.capacity), total_ms, s.iteration_s / ideal_s),
+                       model, policy::ProfileLabel(in.hw), FormatBytes(in.capacity), total_ms, s.iteration_s / ideal_s),
            16, "middle", "#111", "bold");
   svg.Text(W / 2, 46,
            fmt::format("compute busy {:.0f}% of the time (occupancy), stall {:.1f} ms, recompute {:.1f} ms, "
@@ -194,7 +194,7 @@ int RunPlan(const PlanArgs& a) {
       fmt::print("{}\n", nlohmann::json{{"strategy", a.strategy}, {"feasible", false}, {"reason", e.reason}}.dump(2));
       return kExitOk;
     }
-    fmt::print("{} on {}, capacity {}: infeasible: {}\n", a.strategy, in.hw.name, FormatBytes(in.capacity), e.reason);
+    fmt::print("{} on {}, capacity {}: infeasible: {}\n", a.strategy, policy::ProfileLabel(in.hw), FormatBytes(in.capacity), e.reason);
     PrintKarmaPlanning(karma);
     return kExitOk;
   }
@@ -228,7 +228,7 @@ int RunPlan(const PlanArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("{} plan for {} on {}, capacity {} (in-core peak {})\n", e.strategy, model, in.hw.name,
+  fmt::print("{} plan for {} on {}, capacity {} (in-core peak {})\n", e.strategy, model, policy::ProfileLabel(in.hw),
              FormatBytes(in.capacity), FormatBytes(p->ideal_peak));
   fmt::print("{:.1f} ms per iteration, {:.2f}x in-core ({:.1f} ms); occupancy {:.0f}%\n", Ms(e.sim.iteration_s),
              e.sim.iteration_s / ideal_s, Ms(ideal_s), 100 * e.sim.Occupancy());

@@ -31,7 +31,7 @@ constexpr int kOccupancySlices = 20;
 nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& in, double ideal_s) {
   nlohmann::json j;
   j["strategy"] = e.strategy;
-  j["profile"] = in.hw.name;
+  j["profile"] = policy::ProfileLabel(in.hw);
   j["capacity_bytes"] = in.capacity;
   j["feasible"] = e.feasible;
   j["ideal_ms"] = Ms(ideal_s);
@@ -77,7 +77,7 @@ policy::Evaluation EvaluatePlanFile(const std::string& path, const policy::SimIn
   }
   *ok = true;
   e.plan = std::move(plan).value();
-  const std::string expected = policy::Fingerprint(*in.it, in.hw.name, in.capacity);
+  const std::string expected = policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity);
   if (!e.plan.fingerprint.empty() && e.plan.fingerprint != expected) {
     std::fprintf(stderr, "karma-trace: warning: %s was made for other inputs (fingerprint %s, these give %s)\n",
                  path.c_str(), e.plan.fingerprint.c_str(), expected.c_str());
@@ -120,7 +120,7 @@ int RunSimulate(const SimulateArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("{} on {}, capacity {} (in-core peak {})\n", e.strategy, in.hw.name, FormatBytes(in.capacity),
+  fmt::print("{} on {}, capacity {} (in-core peak {})\n", e.strategy, policy::ProfileLabel(in.hw), FormatBytes(in.capacity),
              FormatBytes(p->ideal_peak));
   if (!e.feasible) {
     fmt::print("infeasible: {}\n", e.reason);
@@ -189,14 +189,14 @@ int RunCompare(const CompareArgs& a) {
               fmt::format("{:.2f}", ToGiB(s.peak_bytes)), e.plan.note});
   }
   if (a.json) {
-    nlohmann::json j{{"profile", in.hw.name}, {"capacity_bytes", in.capacity}, {"ideal_ms", Ms(ideal_s)},
+    nlohmann::json j{{"profile", policy::ProfileLabel(in.hw)}, {"capacity_bytes", in.capacity}, {"ideal_ms", Ms(ideal_s)},
                      {"ideal_peak_bytes", p->ideal_peak}, {"strategies", rows}};
     j.update(KarmaPlanningJson(karma));
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("{} on {}: capacity {} = in-core peak {} / {:.2f}; in-core {:.1f} ms\n\n",
-             p->it.model.empty() ? a.planning.file : p->it.model, in.hw.name, FormatBytes(in.capacity),
+             p->it.model.empty() ? a.planning.file : p->it.model, policy::ProfileLabel(in.hw), FormatBytes(in.capacity),
              FormatBytes(p->ideal_peak), static_cast<double>(p->ideal_peak) / static_cast<double>(in.capacity),
              Ms(ideal_s));
   t.Print();

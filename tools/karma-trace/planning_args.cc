@@ -13,6 +13,9 @@ namespace karma::tools {
 void AddPlanningOptions(CLI::App* sub, PlanningArgs* args) {
   sub->add_option("FILE", args->file, "a .ktrace or karma-graph JSON file")->required();
   sub->add_option("--gpu", args->gpu, "hardware profile: " + policy::ProfileNames())->capture_default_str();
+  sub->add_option("--link", args->link,
+                  "host link rates in GB/s instead of the profile's: 6/4 (to the device/to the host) or 6 for both, "
+                  "e.g. as libkarma.so measured them ('the plan's moves ran at ...', KARMA_LOG=info)");
   CLI::Option* capacity = sub->add_option("--capacity", args->capacity,
                   "device bytes for tensors: plain bytes (5705000000), a unit (5.3GiB), or a fraction of the "
                   "profile's memory (0.5); default: the profile's memory");
@@ -88,6 +91,14 @@ std::unique_ptr<PlanningInput> ResolvePlanningInput(const PlanningArgs& args) {
   if (!hw.ok()) {
     Fail(hw.status().WithContext("--gpu"));
     return nullptr;
+  }
+  if (!args.link.empty()) {
+    auto rates = policy::ParseLinkRates(args.link);
+    if (!rates.ok()) {
+      Fail(rates.status().WithContext("--link"));
+      return nullptr;
+    }
+    *hw = policy::WithLink(*hw, rates->first, rates->second);
   }
   auto p = std::make_unique<PlanningInput>();
   if (!LoadOrReport(args.file, &p->it)) return nullptr;

@@ -1,4 +1,4 @@
-// The options every planning command shares (--gpu, --capacity, --pressure) and the input they resolve to.
+// The options every planning command shares (--gpu, --link, --capacity, --pressure) and the input they resolve to.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +19,7 @@ namespace karma::tools {
 struct PlanningArgs {
   std::string file;
   std::string gpu = "v100-16g-pcie3";
+  std::string link;      // "H2D/D2H" GB/s in place of the profile's host link; empty: the profile's
   std::string capacity;  // bytes, units, or a fraction of the profile's memory
   double pressure = 0;   // > 0: capacity = ideal in-core peak / pressure
   std::string solver = "ilp";         // how karma plans: heuristic or ilp (Planner II)

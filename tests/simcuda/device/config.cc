@@ -1,7 +1,6 @@
 // SIMCUDA_* parsing and the identity (name, compute capability, SMs) of each profiled GPU.
 #include "device/config.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "runtime/common/units.h"
@@ -27,20 +26,6 @@ Config Config::ForProfile(const HwProfile& profile) {
   c.capacity_bytes = profile.memory_bytes;
   return c;
 }
-
-namespace {
-
-// One positive rate in GB/s at the start of `text`, advancing it past the figure; false when there is none.
-bool ParseRate(const char*& text, double* bytes_per_s) {
-  char* end = nullptr;
-  const double gbps = std::strtod(text, &end);
-  if (end == text || !(gbps > 0) || gbps > 1e4) return false;
-  *bytes_per_s = gbps * 1e9;
-  text = end;
-  return true;
-}
-
-}  // namespace
 
 Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) {
   Config c;
@@ -69,23 +54,13 @@ Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) 
     }
   }
   if (const char* link = get("SIMCUDA_LINK"); link != nullptr && *link != '\0') {
-    const char* t = link;
-    double h2d = 0, d2h = 0;
-    bool ok = ParseRate(t, &h2d);
-    if (ok && *t == '/') {
-      ++t;
-      ok = ParseRate(t, &d2h);
-    } else {
-      d2h = h2d;
-    }
-    if (ok && *t == '\0') {
-      c.profile.h2d_bw = h2d;
-      c.profile.d2h_bw = d2h;
+    auto rates = karma::policy::ParseLinkRates(link);
+    if (rates.ok()) {
+      c.profile.h2d_bw = rates->first;
+      c.profile.d2h_bw = rates->second;
       c.link_overridden = true;
     } else {
-      problems->push_back(std::string("SIMCUDA_LINK='") + link +
-                          "' is not a rate in GB/s (12, or 12/6 for host-to-device/device-to-host); using the "
-                          "profile's");
+      problems->push_back("SIMCUDA_LINK: " + rates.status().message() + "; using the profile's");
     }
   }
   if (const char* stats = get("SIMCUDA_STATS"); stats != nullptr) c.stats_path = stats;
