@@ -231,6 +231,9 @@ void Executor::MeasureLocked(bool final) {
   double busy = 0;
   if (elapsed_ns(busy_from_, busy_to_, &busy)) {
     stats_->busy_ns.fetch_add(static_cast<uint64_t>(std::llround(std::max(0.0, busy))), std::memory_order_relaxed);
+    if (busy_tag_.whole && busy_tag_.serial == serial_ && busy_tag_.replayed >= kTimedFrom) {
+      program_ns_.push_back(busy);
+    }
   } else if (busy_from_ != nullptr) {
     errors.Failed();
   }
@@ -255,6 +258,20 @@ void Executor::CheckLinkLocked() {
   if (link_.h2d_bw > 0 || link_.d2h_bw > 0) {
     link_measured_.store(true, std::memory_order_release);
   }
+}
+
+Executor::ProgramTime Executor::program_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProgramTime t;
+  t.program = prog_;
+  t.serial = prog_ != nullptr ? serial_ : 0;
+  t.iterations = static_cast<uint32_t>(program_ns_.size());
+  if (!program_ns_.empty()) {
+    std::vector<double> sorted = program_ns_;
+    std::sort(sorted.begin(), sorted.end());
+    t.median_ns = sorted[sorted.size() / 2];
+  }
+  return t;
 }
 
 Executor::LinkRates Executor::link_rates() const {
@@ -283,6 +300,8 @@ void Executor::StartIterationLocked(uint64_t n) {
     replaced_ = 0;
   }
   iteration_++;
+  // The iteration that ends here, for its time (ProgramTime).
+  const IterationTag ended{serial_, replayed_, running_ && !diverged_};
   if (running_ && diverged_) {
     divergent_streak_++;
   } else if (running_) {
@@ -311,6 +330,8 @@ void Executor::StartIterationLocked(uint64_t n) {
   if (pending_ != nullptr) {
     prog_ = std::move(pending_);
     pending_.reset();
+    serial_++;
+    program_ns_.clear();
     idle_ = prog_->Idle();
     checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
     rejected_ops_.resize(prog_->period, false);
@@ -364,6 +385,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   cudaEvent_t start = RecordLocked(p.stream[0]);
   busy_from_ = iteration_start_;
   busy_to_ = start;
+  busy_tag_ = ended;
   iteration_start_ = start;
   // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
   // second on, at its start and where the plan holds the most.

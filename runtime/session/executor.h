@@ -127,6 +127,17 @@ class Executor {
   static constexpr uint64_t kLinkMinBytes = 16ull << 20;
   static constexpr uint32_t kLinkMinIterations = 2, kLinkMaxIterations = 8;
   LinkRates link_rates() const;
+  // The running program's steady iteration time: CUDA events at iteration starts on the application's stream,
+  // from its kTimedFrom-th replayed iteration on (the first validates recomputes), iterations that did not diverge.
+  // `serial` numbers the programs in the order they started running (0: none yet).
+  struct ProgramTime {
+    std::shared_ptr<const ReplayProgram> program;
+    uint64_t serial = 0;
+    uint32_t iterations = 0;  // timed so far
+    double median_ns = 0;     // of those (0: none)
+  };
+  static constexpr uint32_t kTimedFrom = 2;
+  ProgramTime program_time() const;
   // True once, when link_rates() has become final with a rate measured.
   bool TakeLinkMeasured() {
     return link_measured_.load(std::memory_order_relaxed) && link_measured_.exchange(false, std::memory_order_acq_rel);
@@ -331,6 +342,16 @@ class Executor {
   std::array<double, 2> link_ns_{};
   uint32_t link_iterations_ = 0;
   LinkRates link_;
+  // Program times (ProgramTime): which program ran an iteration, its replay number, whether it ran the plan to
+  // the end; the iteration that busy_from_/busy_to_ span carries busy_tag_.
+  struct IterationTag {
+    uint64_t serial = 0;
+    uint32_t replayed = 0;
+    bool whole = false;
+  };
+  IterationTag busy_tag_;
+  uint64_t serial_ = 0;
+  std::vector<double> program_ns_;
 };
 
 }  // namespace karma::rt

@@ -73,7 +73,8 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan);
 
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
-// (they vary from run to run on a GPU), the profile (policy::ProfileLabel), the capacity and solver::kPlannerVersion, plus the ops
+// (they vary from run to run on a GPU), the profile (policy::ProfileLabel), the capacity and
+// solver::kPlannerVersion, plus the ops
 // excluded from recompute.
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
                     const std::vector<bool>& no_recompute);

@@ -27,6 +27,10 @@ constexpr uint64_t kGiveUpDivergences = 100;
 // Iterations the detector by shapes must have held its period, with the one by buffers and offsets locked on
 // none, before it is used instead.
 constexpr uint64_t kShapeFallbackBoundaries = 4;
+// A plan made for the measured link is judged on this many timed iterations, and given up for the plan it
+// replaced when their median is more than kTrialSlower times that plan's.
+constexpr uint32_t kTrialIterations = 3;
+constexpr double kTrialSlower = 1.02;
 // A probe compares at most this much of a sub-buffer before and after its first touch.
 constexpr uint64_t kMaxProbeBytes = 64ull << 20;
 // A kernel is run again on copies of its operands (Session::TestOverwrites) only while they take at most this
@@ -1096,23 +1100,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     const policy::HwProfile profile = PlanningProfile();
     const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
     // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
-    auto install = [&](const policy::Plan& plan, const std::string& path) -> Status {
+    auto install = [&](const policy::Plan& plan, const std::string& path,
+                       const policy::HwProfile& planned_with) -> Status {
       auto program = CompileProgram(*rec, plan);
       KARMA_RETURN_IF_ERROR(program.status());
-      {
-        std::lock_guard<std::mutex> lock(trace_mu_);
-        plan_path_ = path;
-        plan_error_.clear();
-      }
-      int device = 0;
-      if (api_.cudaGetDevice != nullptr) {
-        LastErrorScope errors(api_);
-        if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
-      }
-      // With markers the program starts at the next one (OnMarker sets the base); until then nothing is replayed.
-      const uint64_t base = marker_mode_ ? UINT64_MAX : counted_boundary_.load(std::memory_order_relaxed) - period;
-      executor_.Install(std::move(program).value(), base, device, op_counter_.load(std::memory_order_relaxed));
-      SetState(live::State::kReplaying);
+      InstallProgram(std::move(program).value(), path, planned_with);
       return Status::Ok();
     };
     if (config_.mode == Mode::kReplay) {
@@ -1123,15 +1115,16 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       }
       std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
       // A plan made with the link rates another run measured names them.
-      if (policy::HwProfile measured; read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &measured)) {
-        key = PlanKey(PlanningIteration(rec->it), measured, capacity, no_recompute);
+      policy::HwProfile planned_with = profile;
+      if (read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &planned_with)) {
+        key = PlanKey(PlanningIteration(rec->it), planned_with, capacity, no_recompute);
       }
       if (read->fingerprint != key) {
         fail(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
                          "device profile or capacity)", config_.plan_path, read->fingerprint, key));
         return;
       }
-      if (Status st = install(*read, config_.plan_path); !st.ok()) fail(st.message());
+      if (Status st = install(*read, config_.plan_path, planned_with); !st.ok()) fail(st.message());
       return;
     }
     PlanRequest req;
@@ -1155,11 +1148,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     if (outcome->reused) {
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {
-      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}", policy::ProfileLabel(profile),
-                FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
+      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}",
+                policy::ProfileLabel(profile), FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
                 outcome->path.empty() ? "not saved" : outcome->path);
     }
-    if (Status st = install(outcome->plan, outcome->path); !st.ok()) {
+    if (Status st = install(outcome->plan, outcome->path, profile); !st.ok()) {
       fail(st.message());
       return;
     }
@@ -1175,7 +1168,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
                 better.ok() ? "" : ": " + better.status().message());
       return;
     }
-    if (Status st = install(better->plan, better->path); !st.ok()) {
+    if (Status st = install(better->plan, better->path, profile); !st.ok()) {
       KARMA_LOG(kWarn, "planner II's plan cannot be replayed ({}); the first plan stays", st.message());
       return;
     }
@@ -1188,7 +1181,55 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
   }
 }
 
-void Session::PostReplan() {
+void Session::InstallProgram(std::shared_ptr<const ReplayProgram> program, const std::string& path,
+                             const policy::HwProfile& planned_with) {
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    plan_path_ = path;
+    plan_error_.clear();
+    planned_with_ = planned_with;
+  }
+  int device = 0;
+  if (api_.cudaGetDevice != nullptr) {
+    LastErrorScope errors(api_);
+    if (api_.cudaGetDevice(&device) != cudaSuccess) errors.Failed();
+  }
+  // With markers the program starts at the next one (OnMarker sets the base); until then nothing is replayed.
+  const uint64_t period = counted_period_.load(std::memory_order_relaxed);
+  const uint64_t base = marker_mode_ ? UINT64_MAX : counted_boundary_.load(std::memory_order_relaxed) - period;
+  executor_.Install(std::move(program), base, device, op_counter_.load(std::memory_order_relaxed));
+  installs_.fetch_add(1, std::memory_order_relaxed);
+  SetState(live::State::kReplaying);
+}
+
+void Session::CheckPlanTrial() {
+  const Executor::ProgramTime now = executor_.program_time();
+  PlanTrial t;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    t = trial_;
+  }
+  if (!t.active) {
+    trial_ready_.store(false);
+    return;
+  }
+  // The new plan starts at the next iteration start and is judged on its own timed iterations.
+  if (now.serial == t.before.serial || now.iterations < kTrialIterations) return;
+  trial_ready_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    trial_.active = false;
+  }
+  const bool back = now.median_ns > kTrialSlower * t.before.median_ns;
+  KARMA_LOG(kInfo, "the plan made for the measured link replays at {:.2f} ms per iteration, the plan it replaced at "
+            "{:.2f} ms: {}", now.median_ns / 1e6, t.before.median_ns / 1e6,
+            back ? "going back to that plan" : "keeping it");
+  if (!back) return;
+  auto task = [this, t] { InstallProgram(t.before.program, t.path, t.profile); };
+  worker_.Post(task);
+}
+
+void Session::PostReplan(bool trial) {
   std::shared_ptr<const RecordedIteration> rec;
   {
     std::lock_guard<std::mutex> lock(trace_mu_);
@@ -1196,9 +1237,17 @@ void Session::PostReplan() {
   }
   if (rec == nullptr || config_.mode == Mode::kReplay) return;  // a given plan is not replaced
   if (replanning_.exchange(true)) return;  // the plan not yet started will see every rejection and rate so far
-  auto task = [this, rec] {
+  auto task = [this, rec, trial] {
     replanning_.store(false);
+    const uint64_t installed = installs_.load(std::memory_order_relaxed);
     PlanAndInstall(rec, executor_.rejected_ops());
+    if (!trial) return;
+    if (installs_.load(std::memory_order_relaxed) != installed) {
+      trial_ready_.store(true, std::memory_order_release);
+    } else {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      trial_.active = false;
+    }
   };
   if (!worker_.Post(task)) replanning_.store(false);
 }
@@ -1206,6 +1255,7 @@ void Session::PostReplan() {
 void Session::HandleExecutorRequest() {
   try {
     if (executor_.TakeLinkMeasured()) OnLinkMeasured();
+    if (trial_ready_.load(std::memory_order_relaxed)) CheckPlanTrial();
   } catch (...) {
     KARMA_LOG(kWarn, "the measured link rates were not used (internal error)");
   }
@@ -1226,7 +1276,11 @@ void Session::HandleExecutorRequest() {
 
 void Session::OnLinkMeasured() {
   const Executor::LinkRates l = executor_.link_rates();
-  const policy::HwProfile assumed = PlanningProfile();
+  policy::HwProfile assumed;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    assumed = planned_with_;
+  }
   auto rate = [](double bw, uint64_t bytes) {
     return bw > 0 ? fmt::format("{:.3g} GB/s ({})", bw / 1e9, FormatBytes(bytes)) : std::string("not measured");
   };
@@ -1236,12 +1290,15 @@ void Session::OnLinkMeasured() {
             assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, policy::ProfileLabel(assumed),
             replan ? ": planning again with the measured rates" : "");
   if (!replan) return;
+  // The plan replaying now, timed, is what the new one must beat.
+  const Executor::ProgramTime before = executor_.program_time();
   {
     std::lock_guard<std::mutex> lock(trace_mu_);
     link_h2d_bw_ = l.h2d_bw;
     link_d2h_bw_ = l.d2h_bw;
+    trial_ = PlanTrial{before.program != nullptr && before.iterations > 0, before, plan_path_, planned_with_};
   }
-  PostReplan();
+  PostReplan(true);
 }
 
 void Session::RestartRecordingLocked() {

@@ -159,8 +159,14 @@ class Session {
   // profile the plan assumed.
   void OnLinkMeasured();
   // Plans the last recording again on the worker (the ops of rejected recomputes left out), unless a given plan
-  // runs (KARMA_MODE=replay) or a new plan is already waiting to start.
-  void PostReplan();
+  // runs (KARMA_MODE=replay) or a new plan is already waiting to start. With `trial`, the plan it installs is
+  // then tried against the one running now (trial_).
+  void PostReplan(bool trial = false);
+  // Hands a compiled program to the executor, which runs it from the next iteration start.
+  void InstallProgram(std::shared_ptr<const ReplayProgram> program, const std::string& path,
+                      const policy::HwProfile& planned_with);
+  // Once the plan a trial installed has timed iterations: keeps it, or goes back to the plan it replaced.
+  void CheckPlanTrial();
   void RestartRecordingLocked();
   std::string DeviceName();
   void OnBoundaryLocked();
@@ -271,6 +277,18 @@ class Session {
   std::string plan_error_;
   std::atomic<bool> replanning_{false};
   double link_h2d_bw_ = 0, link_d2h_bw_ = 0;  // measured rates that plans use (0: the profile's); under trace_mu_
+  policy::HwProfile planned_with_ = policy::DefaultProfile();  // the profile of the plan installed last; trace_mu_
+  std::atomic<uint64_t> installs_{0};  // programs handed to the executor
+  // A plan made for the measured link replaces a plan that was replaying: it must replay no slower than that one
+  // did (the simulator can rank two plans wrongly), else the session goes back to it. Under trace_mu_.
+  struct PlanTrial {
+    bool active = false;
+    Executor::ProgramTime before;  // the plan it replaced, timed
+    std::string path;
+    policy::HwProfile profile{};
+  };
+  PlanTrial trial_;
+  std::atomic<bool> trial_ready_{false};  // the trial's plan is installed: compare once it is timed
 };
 
 }  // namespace karma::rt

@@ -301,40 +301,53 @@ move_threads)
 link)
   # The host link at 6 GB/s to the device and 4 to the host (SIMCUDA_LINK) where the device's profile says 12:
   # the executor times the plan's moves, finds the link slower than planned, and plans again with the measured
-  # rates; that plan replays faster than the first one does on this link (KARMA_MODE=replay runs a given plan and
-  # never plans again), and KARMA_MODE=replay takes the plan made with the measured rates (its plan key names them).
-  iters=22  # the first plan replays from 8, its moves are timed in 9 and 10, the second plan replays from 13
-  args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async)
-  run ref -- "$bin/skipnet_trainer" "${args[@]}"
-  must_run ref
+  # rates; the new plan must then replay no slower than the one it replaced (KARMA_MODE=replay of that first plan
+  # gives its time: it never plans again), else the runtime goes back to it. KARMA_MODE=replay takes the plan made
+  # with the measured rates (its plan key names them). At 3x the new plan is faster; at 4x the simulator ranks the
+  # two plans wrongly (docs/runtime-e2e.md) and the runtime may have to go back.
+  iters=28  # the first plan replays from 8, its moves are timed in 9 and 10, the second plan replays from 13 and
+            # is timed in 15-17; going back to the first one takes effect from about 19
   export SIMCUDA_LINK=6/4
-  KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" "${args[@]}"
-  must_run karma
-  same ref karma
-  grep -q "^karma: the plan's moves ran at 6 GB/s .* to the device and 4 GB/s .* to the host over 2 iterations; the plan assumed 12 and 12 GB/s (v100-16g-pcie3): planning again with the measured rates" \
-    "$tmp/karma.err" || fail "no replan with the measured link: $(grep '^karma' "$tmp/karma.err")"
-  grep -q "^karma: planned on v100-16g-pcie3 link 6/4 GB/s" "$tmp/karma.err" ||
-    fail "not planned with the measured link: $(grep '^karma' "$tmp/karma.err")"
-  nominal= measured=
-  for f in "$tmp"/traces/*.plan.json; do
-    if grep -q '"profile": *"v100-16g-pcie3 link 6/4 GB/s"' "$f"; then measured=$f; else nominal=$f; fi
+  for k in 3 4; do
+    args=(--iters "$iters" --footprint $((k * mem_mib))MiB --alloc async)
+    SIMCUDA_LINK= run ref -- "$bin/skipnet_trainer" "${args[@]}"
+    must_run ref
+    KARMA_TRACE_DIR=$tmp/traces$k KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" "${args[@]}"
+    must_run karma
+    same ref karma
+    grep -q "^karma: the plan's moves ran at 6 GB/s .* to the device and 4 GB/s .* to the host over 2 iterations; the plan assumed 12 and 12 GB/s (v100-16g-pcie3): planning again with the measured rates" \
+      "$tmp/karma.err" || fail "${k}x: no replan with the measured link: $(grep '^karma' "$tmp/karma.err")"
+    grep -q "^karma: planned on v100-16g-pcie3 link 6/4 GB/s" "$tmp/karma.err" ||
+      fail "${k}x: not planned with the measured link: $(grep '^karma' "$tmp/karma.err")"
+    verdict=$(grep -o "^karma: the plan made for the measured link replays at .*" "$tmp/karma.err")
+    [[ -n $verdict ]] || fail "${k}x: the new plan was not timed against the old one: $(grep '^karma' "$tmp/karma.err")"
+    nominal= measured=
+    for f in "$tmp/traces$k"/*.plan.json; do
+      if grep -q '"profile": *"v100-16g-pcie3 link 6/4 GB/s"' "$f"; then measured=$f; else nominal=$f; fi
+    done
+    [[ -n $nominal && -n $measured ]] || fail "${k}x: expected a plan for each link: $(ls "$tmp/traces$k")"
+    KARMA_TRACE_DIR=$tmp/traces$k KARMA_PLAN=$nominal run first --mem "$mem" --karma --mode replay -- \
+      "$bin/skipnet_trainer" "${args[@]}"
+    must_run first
+    same ref first
+    t_first=$(steady_ms first) t_karma=$(steady_ms karma)
+    echo "skipnet_trainer $((k * mem_mib))MiB, link 6/4 GB/s: the plan for 12 GB/s $t_first ms; with the measured" \
+      "link $t_karma ms (${verdict#karma: })"
+    if ((k == 3)); then
+      KARMA_TRACE_DIR=$tmp/traces$k KARMA_LOG=info KARMA_PLAN=$measured run second --mem "$mem" --karma \
+        --mode replay -- "$bin/skipnet_trainer" "${args[@]}"
+      must_run second
+      same ref second
+      grep -Eq "mode replay, .*prefetched [1-9]" "$tmp/second.err" ||
+        fail "the measured link's plan was not replayed: $(grep '^karma' "$tmp/second.err")"
+      grep -q "planning again" "$tmp/second.err" && fail "KARMA_MODE=replay planned again"
+      grep -q "the plan assumed 6 and 4 GB/s (v100-16g-pcie3 link 6/4 GB/s)$" "$tmp/second.err" ||
+        fail "the replayed plan's link is not the one it was made for: $(grep '^karma' "$tmp/second.err")"
+      ((speed)) && { le "$(ratio "$t_karma" "$t_first")" 0.9 || fail "the plan for the measured link is not 10% faster"; }
+    fi
+    ((speed)) && { le "$(ratio "$t_karma" "$t_first")" 1.02 || fail "${k}x: slower than the plan it replaced"; }
   done
-  [[ -n $nominal && -n $measured ]] || fail "expected a plan for each link: $(ls "$tmp/traces")"
-  KARMA_PLAN=$nominal run first --mem "$mem" --karma --mode replay -- "$bin/skipnet_trainer" "${args[@]}"
-  must_run first
-  same ref first
-  KARMA_LOG=info KARMA_PLAN=$measured run second --mem "$mem" --karma --mode replay -- "$bin/skipnet_trainer" \
-    "${args[@]}"
-  must_run second
-  same ref second
-  grep -Eq "mode replay, .*prefetched [1-9]" "$tmp/second.err" || fail "the measured link's plan was not replayed: $(grep '^karma' "$tmp/second.err")"
-  grep -q "planning again" "$tmp/second.err" && fail "KARMA_MODE=replay planned again"
   unset SIMCUDA_LINK
-  t_first=$(steady_ms first) t_karma=$(steady_ms karma) t_second=$(steady_ms second)
-  echo "skipnet_trainer $((3 * mem_mib))MiB, link 6/4 GB/s: the plan for 12 GB/s $t_first ms, planned again" \
-    "with the measured link $t_karma ms (its plan replayed alone $t_second ms)"
-  ((speed)) || exit 0
-  le "$(ratio "$t_karma" "$t_first")" 0.9 || fail "the plan for the measured link is not 10% faster"
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them

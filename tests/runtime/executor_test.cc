@@ -383,6 +383,39 @@ TEST_F(ExecutorTest, MovesAreTimedOnceToMeasureTheLink) {
   e.Uninstall();
 }
 
+// A program's steady iteration time: the median of its iterations from the kTimedFrom-th replayed one on (CUDA
+// events at iteration starts), without those that diverged; a newly installed program starts a new count.
+TEST_F(ExecutorTest, EachProgramIsTimedOnItsWholeIterationsFromItsSecond) {
+  auto p = DeadValueProgram();
+  Executor e(api_, &stats_);
+  EXPECT_EQ(e.program_time().serial, 0u);
+  e.Install(p, 0, 0);
+  // Iteration r (from 1) lasts r ms; iteration 5 diverges at its second op.
+  for (uint64_t r = 1; r <= 10; ++r) {
+    bool wants = false;
+    e.After(e.Before(2 * (r - 1), 11, 0, {}, &wants), true);
+    const uint32_t pos = e.Before(2 * (r - 1) + 1, r == 5 ? 99 : 22, 0, {}, &wants);
+    if (pos != Executor::kNoPosition) e.After(pos, true);
+    Fake().clock_ns += r * 1'000'000;
+  }
+  // Started iteration 10: iterations up to 8 are measured, 2..8 but 5 count (2 3 4 6 7 8: median 6 ms).
+  Executor::ProgramTime t = e.program_time();
+  EXPECT_EQ(t.serial, 1u);
+  EXPECT_EQ(t.program, p);
+  EXPECT_EQ(t.iterations, 6u);
+  EXPECT_DOUBLE_EQ(t.median_ns, 6e6);
+  auto q = std::make_shared<ReplayProgram>(*p);
+  e.Install(q, 0, 0);
+  bool wants = false;
+  e.After(e.Before(20, 11, 0, {}, &wants), true);
+  t = e.program_time();
+  EXPECT_EQ(t.serial, 2u);
+  EXPECT_EQ(t.program, q);
+  EXPECT_EQ(t.iterations, 0u);
+  EXPECT_EQ(t.median_ns, 0.0);
+  e.Uninstall();
+}
+
 // A plan that fits in the budget as the application runs it moves nothing, and neither does its replay: no
 // discard at a free, no population at an allocation (on a GPU each costs the driver time per block).
 TEST_F(ExecutorTest, AProgramThatMovesNothingLeavesFreesAndAllocationsAlone) {
