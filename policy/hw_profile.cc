@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 

@@ -41,7 +41,8 @@ std::string DefaultPlanCacheDir() {
 }
 
 std::string PlanCacheKey(const policy::SimInput& in, const SolverOptions& options) {
-  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity), SettingsHash(options));
+  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
+                     SettingsHash(options));
 }
 
 Result<policy::Plan> PlanKarmaCached(const policy::SimInput& in, const SolverOptions& options, const std::string& dir,

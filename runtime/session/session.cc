@@ -1149,8 +1149,8 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {
       KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}); plan {}",
-                policy::ProfileLabel(profile), FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
-                outcome->path.empty() ? "not saved" : outcome->path);
+                policy::ProfileLabel(profile), FormatBytes(capacity), outcome->simulated_s * 1e3,
+                outcome->incore_s * 1e3, outcome->plan.note, outcome->path.empty() ? "not saved" : outcome->path);
     }
     if (Status st = install(outcome->plan, outcome->path, profile); !st.ok()) {
       fail(st.message());
@@ -1257,7 +1257,7 @@ void Session::HandleExecutorRequest() {
     if (executor_.TakeLinkMeasured()) OnLinkMeasured();
     if (trial_ready_.load(std::memory_order_relaxed)) CheckPlanTrial();
   } catch (...) {
-    KARMA_LOG(kWarn, "the measured link rates were not used (internal error)");
+    KARMA_LOG(kWarn, "the measured link rates were not acted on (internal error)");
   }
   const Executor::Request r = executor_.TakeRequest();
   if (r == Executor::Request::kNone) return;
