@@ -607,14 +607,13 @@ bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
 
 cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                                  bool to_device) {
+  uint64_t bytes = 0;
+  for (const Range& r : ranges) bytes += r.bytes;
+  (to_device ? stats_->prefetched_bytes : stats_->evicted_bytes).fetch_add(bytes, std::memory_order_relaxed);
   cudaEvent_t done = EventLocked();
   // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
   cudaEvent_t started = link_timing_ && done != nullptr ? EventLocked() : nullptr;
-  if (started != nullptr) {
-    uint64_t bytes = 0;
-    for (const Range& r : ranges) bytes += r.bytes;
-    transfers_.push_back({started, done, bytes, to_device});
-  }
+  if (started != nullptr) transfers_.push_back({started, done, bytes, to_device});
   live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
   CallKindStats& kind = calls_[to_device ? kPrefetchCall : kEvictCall];
   auto issue = [&api = api_, &held_ns, &kind, s, waits, ranges = std::move(ranges),
@@ -695,7 +694,6 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     }
   }
   if (!out.empty()) {
-    for (size_t i = 0; i < out.size(); ++i) stats_->evicted_bytes.fetch_add(out[i].bytes, std::memory_order_relaxed);
     cudaEvent_t done = MoveLocked(out_, {anchor}, std::move(out), false);
     for (trace::BufferId b : out_ids) {
       evicted_[b] = done;
@@ -810,7 +808,6 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
         for (trace::BufferId b : in_ids) {
           if (evicted_[b] != nullptr) waits.push_back(evicted_[b]);
         }
-        for (const Range& r : in) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
         cudaEvent_t done = MoveLocked(in_, waits, std::move(in), true);
         for (trace::BufferId b : in_ids) away_[b] = 0;
         for (size_t i = first; i < end; ++i) {

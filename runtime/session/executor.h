@@ -214,9 +214,9 @@ class Executor {
   static void PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
                              cudaMemLocation loc, bool batch);
   void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
-  // Prefetches `ranges` to the device (or evicts them to the host) on `s` after `waits`, and returns an event
-  // recorded after them: on this thread, or queued on the mover's lane for `s` when there is a mover (the event
-  // is recorded once that job has run: ReadyLocked).
+  // Prefetches `ranges` to the device (or evicts them to the host) on `s` after `waits`, counts their bytes as
+  // prefetched (evicted), and returns an event recorded after them: on this thread, or queued on the mover's lane
+  // for `s` when there is a mover (the event is recorded once that job has run: ReadyLocked).
   cudaEvent_t MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                          bool to_device);
   // Before this thread uses an event a mover job records: waits until the job has run.

@@ -49,6 +49,35 @@ std::shared_ptr<const ReplayProgram> DeadValueProgram() {
   return p;
 }
 
+// Three ops on the legacy stream and one buffer of `bytes` in its own arena block: op 0 reads it, the program evicts
+// it after op 0 and brings it back for op 2, which reads it.
+std::shared_ptr<const ReplayProgram> OutAndBackProgram(uint64_t bytes) {
+  auto p = std::make_shared<ReplayProgram>();
+  p->period = 3;
+  p->shape = {11, 22, 33};
+  p->stream = {0, 0, 0};
+  ReplayBuffer b;
+  b.address = b.alloc_start = kAddr;
+  b.bytes = b.alloc_bytes = bytes;
+  b.origin = Origin::kArena;
+  p->buffers = {b};
+  p->after.resize(4);
+  p->after[1].push_back({ReplayProgram::Move::kEvict, 0, UINT32_MAX - 1, UINT32_MAX});
+  p->after[2].push_back({ReplayProgram::Move::kPrefetch, 0, 0, UINT32_MAX, 2});
+  p->room_from.resize(4);
+  p->waits = {{}, {}, {0}};
+  p->recompute_before.resize(3);
+  p->reads = {{0}, {}, {0}};
+  p->overwritten.resize(3);
+  p->written.resize(3);
+  p->relaunch.resize(3);
+  p->in_recompute.assign(3, false);
+  p->uses = {{0}, {}, {0}};
+  p->planned_bytes = {bytes, 0, bytes};
+  p->actions = 1;
+  return p;
+}
+
 class ExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override { testing::ResetFake(); }
@@ -238,29 +267,7 @@ TEST_F(ExecutorTest, PrefetchesThatLeaveTogetherAreBatchedPerWaitingOp) {
 // event only once the mover has recorded it (an unrecorded event reads as complete), and the prefetch's stream
 // waits for the eviction's event only once that is recorded.
 TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) {
-  auto p = std::make_shared<ReplayProgram>();
-  p->period = 3;
-  p->shape = {11, 22, 33};
-  p->stream = {0, 0, 0};
-  ReplayBuffer b;
-  b.address = b.alloc_start = kAddr;
-  b.bytes = b.alloc_bytes = kBytes;
-  b.origin = Origin::kArena;
-  p->buffers = {b};
-  p->after.resize(4);
-  p->after[1].push_back({ReplayProgram::Move::kEvict, 0, UINT32_MAX - 1, UINT32_MAX});
-  p->after[2].push_back({ReplayProgram::Move::kPrefetch, 0, 0, UINT32_MAX, 2});
-  p->room_from.resize(4);
-  p->waits = {{}, {}, {0}};
-  p->recompute_before.resize(3);
-  p->reads = {{0}, {}, {0}};
-  p->overwritten.resize(3);
-  p->written.resize(3);
-  p->relaunch.resize(3);
-  p->in_recompute.assign(3, false);
-  p->uses = {{0}, {}, {0}};
-  p->planned_bytes = {kBytes, 0, kBytes};
-  p->actions = 1;
+  auto p = OutAndBackProgram(kBytes);
   std::vector<testing::FakeCuda::Move> inline_moves;
   for (const bool threads : {false, true}) {
     SCOPED_TRACE(threads ? "move threads" : "on the application's thread");
@@ -310,29 +317,7 @@ TEST_F(ExecutorTest, MoveThreadsIssueTheSameMovesAndHandOverOnlyRecordedEvents) 
 // stream), until each direction has moved kLinkMinBytes: the rates the link gave them, once, from either thread.
 TEST_F(ExecutorTest, MovesAreTimedOnceToMeasureTheLink) {
   constexpr uint64_t kMoved = 16ull << 20;  // kLinkMinBytes each way per iteration
-  auto p = std::make_shared<ReplayProgram>();
-  p->period = 3;
-  p->shape = {11, 22, 33};
-  p->stream = {0, 0, 0};
-  ReplayBuffer b;
-  b.address = b.alloc_start = kAddr;
-  b.bytes = b.alloc_bytes = kMoved;
-  b.origin = Origin::kArena;
-  p->buffers = {b};
-  p->after.resize(4);
-  p->after[1].push_back({ReplayProgram::Move::kEvict, 0, UINT32_MAX - 1, UINT32_MAX});
-  p->after[2].push_back({ReplayProgram::Move::kPrefetch, 0, 0, UINT32_MAX, 2});
-  p->room_from.resize(4);
-  p->waits = {{}, {}, {0}};
-  p->recompute_before.resize(3);
-  p->reads = {{0}, {}, {0}};
-  p->overwritten.resize(3);
-  p->written.resize(3);
-  p->relaunch.resize(3);
-  p->in_recompute.assign(3, false);
-  p->uses = {{0}, {}, {0}};
-  p->planned_bytes = {kMoved, 0, kMoved};
-  p->actions = 1;
+  auto p = OutAndBackProgram(kMoved);
   for (const bool threads : {false, true}) {
     SCOPED_TRACE(threads ? "move threads" : "on the application's thread");
     testing::ResetFake();
@@ -368,8 +353,7 @@ TEST_F(ExecutorTest, MovesAreTimedOnceToMeasureTheLink) {
   // Too little moved to tell, after kLinkMaxIterations: no rate, nothing reported.
   testing::ResetFake();
   Fake().h2d_bytes_per_ns = Fake().d2h_bytes_per_ns = 1;
-  auto small = std::make_shared<ReplayProgram>(*p);
-  small->buffers[0].bytes = small->buffers[0].alloc_bytes = 1ull << 20;
+  auto small = OutAndBackProgram(1ull << 20);
   live::Stats stats;
   Executor e(api_, &stats);
   e.Install(small, 0, 0);
