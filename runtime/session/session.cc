@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1078,9 +1079,84 @@ std::string Session::DeviceName() {
 
 policy::HwProfile Session::PlanningProfile() {
   EnsureDeviceInfo();
-  const policy::HwProfile& device = ProfileForDevice(DeviceName());
+  const std::string name = DeviceName();
+  const policy::HwProfile& device = ProfileForDevice(name);
+  if (config_.mode == Mode::kAuto) ReadLinkRecordOnce(name);
   std::lock_guard<std::mutex> lock(trace_mu_);
   return policy::WithLink(device, policy::RoundedRate(link_h2d_bw_), policy::RoundedRate(link_d2h_bw_));
+}
+
+void Session::ReadLinkRecordOnce(const std::string& device) {
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    if (link_record_read_) return;
+    link_record_read_ = true;
+  }
+  if (config_.trace_dir.empty()) return;
+  const std::string path = LinkRecordPath(config_.trace_dir, device);
+  auto r = ReadLinkRecord(path);
+  if (!r.ok()) {
+    if (r.status().code() != Code::kNotFound) {
+      KARMA_LOG(kWarn, "{}; planning with the profile's link rates", r.status().message());
+    }
+    return;
+  }
+  if (r->device != device) {
+    KARMA_LOG(kInfo, "{} was measured on a {}, not on this {}: not used", path, r->device, device);
+    return;
+  }
+  const policy::HwProfile& profile = ProfileForDevice(device);
+  // Rates close to the profile's change nothing: this run would not plan again for them either.
+  if (!LinkDeparts(profile, r->h2d_bw, r->d2h_bw)) return;
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  if (link_h2d_bw_ > 0 || link_d2h_bw_ > 0) return;  // this run has measured its own
+  link_h2d_bw_ = recorded_h2d_bw_ = r->h2d_bw;
+  link_d2h_bw_ = recorded_d2h_bw_ = r->d2h_bw;
+  recorded_went_back_ = std::move(r->went_back);
+  KARMA_LOG(kInfo, "planning with the host link an earlier run measured on this device: {:.3g} GB/s to the device, "
+            "{:.3g} GB/s to the host ({}; the profile says {:.3g} and {:.3g})", r->h2d_bw / 1e9, r->d2h_bw / 1e9,
+            path, profile.h2d_bw / 1e9, profile.d2h_bw / 1e9);
+}
+
+policy::HwProfile Session::SettleRecordedLink(const RecordedIteration& rec, const policy::HwProfile& profile,
+                                              uint64_t capacity, const std::vector<bool>& no_recompute) {
+  std::vector<std::string> went_back;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    if (recorded_went_back_.empty() || link_h2d_bw_ != recorded_h2d_bw_ || link_d2h_bw_ != recorded_d2h_bw_) {
+      return profile;
+    }
+    went_back = recorded_went_back_;
+  }
+  const std::string key = PlanKey(PlanningIteration(rec.it), profile, capacity, no_recompute);
+  if (std::find(went_back.begin(), went_back.end(), key) == went_back.end()) return profile;
+  const policy::HwProfile& device = ProfileForDevice(DeviceName());
+  KARMA_LOG(kInfo, "an earlier run's plan for the link it measured ({}) replayed slower than the plan it replaced: "
+            "planning on {}", policy::ProfileLabel(profile), policy::ProfileLabel(device));
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  link_h2d_bw_ = link_d2h_bw_ = 0;
+  recorded_went_back_.clear();
+  link_settled_ = true;
+  return device;
+}
+
+void Session::UpdateLinkRecord(std::function<void(LinkRecord*)> update) {
+  if (config_.trace_dir.empty()) return;
+  auto task = [this, update = std::move(update)] {
+    struct stat st {};
+    if (::stat(config_.trace_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;  // nothing recorded here
+    const std::string device = DeviceName();
+    const std::string path = LinkRecordPath(config_.trace_dir, device);
+    LinkRecord r;
+    if (auto read = ReadLinkRecord(path); read.ok() && read->device == device) r = std::move(read).value();
+    r.device = device;
+    update(&r);
+    if (r.h2d_bw <= 0 && r.d2h_bw <= 0) return;
+    if (Status st = WriteLinkRecord(path, r); !st.ok() && !link_record_warned_.exchange(true)) {
+      KARMA_LOG(kWarn, "the measured link rates were not saved for later runs: {}", st.message());
+    }
+  };
+  worker_.Post(task);
 }
 
 void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec,
@@ -1097,13 +1173,18 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       fail(fmt::format("the recording kept {} of the iteration's {} ops", rec->it.ops.size(), period));
       return;
     }
-    const policy::HwProfile profile = PlanningProfile();
+    policy::HwProfile profile = PlanningProfile();
     const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
+    if (config_.mode == Mode::kAuto) profile = SettleRecordedLink(*rec, profile, capacity, no_recompute);
     // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
     auto install = [&](const policy::Plan& plan, const std::string& path,
                        const policy::HwProfile& planned_with) -> Status {
       auto program = CompileProgram(*rec, plan);
       KARMA_RETURN_IF_ERROR(program.status());
+      {
+        std::lock_guard<std::mutex> lock(trace_mu_);
+        plan_key_ = plan.fingerprint;
+      }
       InstallProgram(std::move(program).value(), path, planned_with);
       return Status::Ok();
     };
@@ -1224,8 +1305,17 @@ void Session::CheckPlanTrial() {
   KARMA_LOG(kInfo, "the plan made for the measured link replays at {:.2f} ms per iteration, the plan it replaced at "
             "{:.2f} ms: {}", now.median_ns / 1e6, t.before.median_ns / 1e6,
             back ? "going back to that plan" : "keeping it");
+  if (!t.new_key.empty()) {
+    UpdateLinkRecord([key = t.new_key, back](LinkRecord* r) { MarkWentBack(r, key, back); });
+  }
   if (!back) return;
-  auto task = [this, t] { InstallProgram(t.before.program, t.path, t.profile); };
+  auto task = [this, t] {
+    {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      plan_key_ = t.key;
+    }
+    InstallProgram(t.before.program, t.path, t.profile);
+  };
   worker_.Post(task);
 }
 
@@ -1243,6 +1333,10 @@ void Session::PostReplan(bool trial) {
     PlanAndInstall(rec, executor_.rejected_ops());
     if (!trial) return;
     if (installs_.load(std::memory_order_relaxed) != installed) {
+      {
+        std::lock_guard<std::mutex> lock(trace_mu_);
+        trial_.new_key = plan_key_;
+      }
       trial_ready_.store(true, std::memory_order_release);
     } else {
       std::lock_guard<std::mutex> lock(trace_mu_);
@@ -1284,11 +1378,24 @@ void Session::OnLinkMeasured() {
   auto rate = [](double bw, uint64_t bytes) {
     return bw > 0 ? fmt::format("{:.3g} GB/s ({})", bw / 1e9, FormatBytes(bytes)) : std::string("not measured");
   };
-  const bool replan = LinkDeparts(assumed, l.h2d_bw, l.d2h_bw) && config_.mode != Mode::kReplay;
+  bool replan = LinkDeparts(assumed, l.h2d_bw, l.d2h_bw) && config_.mode != Mode::kReplay;
+  bool settled = false;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    settled = replan && link_settled_ &&
+              !LinkDeparts(policy::WithLink(assumed, recorded_h2d_bw_, recorded_d2h_bw_), l.h2d_bw, l.d2h_bw);
+  }
+  replan = replan && !settled;
   KARMA_LOG(kInfo, "the plan's moves ran at {} to the device and {} to the host over {} iterations; the plan assumed "
             "{:.3g} and {:.3g} GB/s ({}){}", rate(l.h2d_bw, l.h2d_bytes), rate(l.d2h_bw, l.d2h_bytes), l.iterations,
             assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, policy::ProfileLabel(assumed),
-            replan ? ": planning again with the measured rates" : "");
+            replan    ? ": planning again with the measured rates"
+            : settled ? ": an earlier run's plan for these rates replayed slower than the plan running, which stays"
+                      : "");
+  UpdateLinkRecord([h2d = policy::RoundedRate(l.h2d_bw), d2h = policy::RoundedRate(l.d2h_bw)](LinkRecord* r) {
+    if (h2d > 0) r->h2d_bw = h2d;
+    if (d2h > 0) r->d2h_bw = d2h;
+  });
   if (!replan) return;
   // The plan replaying now, timed, is what the new one must beat.
   const Executor::ProgramTime before = executor_.program_time();
@@ -1296,7 +1403,9 @@ void Session::OnLinkMeasured() {
     std::lock_guard<std::mutex> lock(trace_mu_);
     link_h2d_bw_ = l.h2d_bw;
     link_d2h_bw_ = l.d2h_bw;
-    trial_ = PlanTrial{before.program != nullptr && before.iterations > 0, before, plan_path_, planned_with_};
+    recorded_went_back_.clear();
+    trial_ = PlanTrial{before.program != nullptr && before.iterations > 0, before, plan_path_, planned_with_,
+                       plan_key_, {}};
   }
   PostReplan(true);
 }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/detector.h"
 #include "runtime/session/executor.h"
+#include "runtime/session/link_record.h"
 #include "runtime/session/live_view.h"
 #include "runtime/session/ops.h"
 #include "runtime/session/param_scan.h"
@@ -169,6 +171,16 @@ class Session {
   void CheckPlanTrial();
   void RestartRecordingLocked();
   std::string DeviceName();
+  // The first time a plan is made in KARMA_MODE=auto: takes the link rates an earlier run on this device recorded
+  // (link_record.h) for link_, logged. Under trace_mu_ for the members, with the file read before.
+  void ReadLinkRecordOnce(const std::string& device);
+  // Reads the link record (a new one where there is none or it is of another device), applies `update` and writes
+  // it back, on the worker thread; a failure is logged once.
+  void UpdateLinkRecord(std::function<void(LinkRecord*)> update);
+  // `profile` (PlanningProfile) for planning `rec`, or the device's own profile where it carries the recorded link
+  // rates and the record says the plan for them replayed slower for these inputs (then link_settled_).
+  policy::HwProfile SettleRecordedLink(const RecordedIteration& rec, const policy::HwProfile& profile,
+                                       uint64_t capacity, const std::vector<bool>& no_recompute);
   void OnBoundaryLocked();
   void StartRecordingLocked(bool by_marker);
   void FinishRecordingLocked();
@@ -277,6 +289,15 @@ class Session {
   std::string plan_error_;
   std::atomic<bool> replanning_{false};
   double link_h2d_bw_ = 0, link_d2h_bw_ = 0;  // measured rates that plans use (0: the profile's); under trace_mu_
+  // The link record an earlier run left (link_record.h), read at the first plan of KARMA_MODE=auto: its rates are
+  // link_ until this run measures its own. `link_settled_`: the record said the plan for its rates replayed slower
+  // for these inputs, so the first plan used the profile's figures and the same measurement plans nothing new.
+  bool link_record_read_ = false;
+  bool link_settled_ = false;
+  double recorded_h2d_bw_ = 0, recorded_d2h_bw_ = 0;
+  std::vector<std::string> recorded_went_back_;  // the record's went_back while its rates are link_
+  std::atomic<bool> link_record_warned_{false};
+  std::string plan_key_;  // the key (PlanKey) of the plan installed last; under trace_mu_
   policy::HwProfile planned_with_ = policy::DefaultProfile();  // the profile of the plan installed last; trace_mu_
   std::atomic<uint64_t> installs_{0};  // programs handed to the executor
   // A plan made for the measured link replaces a plan that was replaying: it must replay no slower than that one
@@ -286,6 +307,8 @@ class Session {
     Executor::ProgramTime before;  // the plan it replaced, timed
     std::string path;
     policy::HwProfile profile{};
+    std::string key;      // the replaced plan's key
+    std::string new_key;  // the key of the plan on trial, once installed
   };
   PlanTrial trial_;
   std::atomic<bool> trial_ready_{false};  // the trial's plan is installed: compare once it is timed

@@ -304,7 +304,8 @@ link)
   # rates; the new plan must then replay no slower than the one it replaced (KARMA_MODE=replay of that first plan
   # gives its time: it never plans again), else the runtime goes back to it. KARMA_MODE=replay takes the plan made
   # with the measured rates (its plan key names them). At 3x the new plan is faster; at 4x the simulator ranks the
-  # two plans wrongly (docs/runtime-e2e.md) and the runtime may have to go back.
+  # two plans wrongly (docs/runtime-e2e.md) and the runtime may have to go back. A later run in the same traces
+  # directory starts from the recorded link and verdict.
   iters=28  # the first plan replays from 8, its moves are timed in 9 and 10, the second plan replays from 13 and
             # is timed in 15-17; going back to the first one takes effect from about 19
   export SIMCUDA_LINK=6/4
@@ -348,6 +349,36 @@ link)
       ((speed)) && { le "$(ratio "$t_karma" "$t_first")" 0.9 || fail "the plan for the measured link is not 10% faster"; }
     fi
     ((speed)) && { le "$(ratio "$t_karma" "$t_first")" 1.02 || fail "${k}x: slower than the plan it replaced"; }
+    # A later run in the same directory starts from the link rates this one recorded and from its trial's verdict:
+    # the plan the trial kept from its first replayed iteration on, and no plan made again for the same rates.
+    iters=16
+    SIMCUDA_LINK= run ref16 -- "$bin/skipnet_trainer" --iters "$iters" --footprint $((k * mem_mib))MiB --alloc async
+    must_run ref16
+    KARMA_TRACE_DIR=$tmp/traces$k KARMA_LOG=info run again --mem "$mem" --karma -- "$bin/skipnet_trainer" \
+      --iters "$iters" --footprint $((k * mem_mib))MiB --alloc async
+    must_run again
+    same ref16 again
+    grep -q "^karma: planning with the host link an earlier run measured on this device: 6 GB/s to the device, 4 GB/s to the host" \
+      "$tmp/again.err" || fail "${k}x: the recorded link was not used: $(grep '^karma' "$tmp/again.err")"
+    grep -q "planning again with the measured rates" "$tmp/again.err" &&
+      fail "${k}x: planned again for the link already recorded: $(grep '^karma' "$tmp/again.err")"
+    grep -q "^karma: reusing the plan" "$tmp/again.err" ||
+      fail "${k}x: the plan of the earlier run was not reused: $(grep '^karma' "$tmp/again.err")"
+    t_again=$(steady_ms again)
+    if [[ $verdict == *"going back"* ]]; then
+      grep -q "^karma: an earlier run's plan for the link it measured (v100-16g-pcie3 link 6/4 GB/s) replayed slower than the plan it replaced: planning on v100-16g-pcie3$" \
+        "$tmp/again.err" || fail "${k}x: the verdict was not followed: $(grep '^karma' "$tmp/again.err")"
+      grep -q "the plan assumed 12 and 12 GB/s (v100-16g-pcie3): an earlier run's plan for these rates replayed slower" \
+        "$tmp/again.err" || fail "${k}x: the measurement was not matched to the verdict: $(grep '^karma' "$tmp/again.err")"
+      t_kept=$t_first
+    else
+      grep -q "the plan assumed 6 and 4 GB/s (v100-16g-pcie3 link 6/4 GB/s)$" "$tmp/again.err" ||
+        fail "${k}x: not replayed with the recorded link: $(grep '^karma' "$tmp/again.err")"
+      t_kept=$t_karma
+    fi
+    echo "again, from the recorded link: $t_again ms over $iters iterations (the plan kept: $t_kept ms)"
+    ((speed)) && { le "$(ratio "$t_again" "$t_kept")" 1.02 || fail "${k}x: the later run is slower than the plan kept"; }
+    iters=28
   done
   unset SIMCUDA_LINK
   ;;

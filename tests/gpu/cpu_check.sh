@@ -40,7 +40,10 @@ for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iteratio
                         "recorded"), ("karma-async", "karma: mode auto, 9 iterations (10 ops each), peak 1 MiB; "
                         "prefetched 1 MiB, evicted 1 MiB; plan p.json; trace t.ktrace\n"
                         "karma: the plan's moves ran at 19.5 GB/s (1 GiB) to the device and 6.8 GB/s (1 GiB) to the "
-                        "host over 2 iterations; the plan assumed 20 and 7 GB/s (h100-80g-um)")):
+                        "host over 2 iterations; the plan assumed 20 and 7 GB/s (h100-80g-um)\n"
+                        "karma: planning with the host link an earlier run measured on this device: 12 GB/s to the "
+                        "device, 4 GB/s to the host (traces/link-NVIDIA_H100_80GB_HBM3.json; the profile says 20 "
+                        "and 7)")):
     json.dump(run([1.0, 0.5]), open(os.path.join(d, f"gpt2-{config}.json"), "w"))
     if summary:
         open(os.path.join(d, f"gpt2-{config}.log"), "w").write(summary + "\n")
@@ -53,6 +56,8 @@ grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | ok |.*| replayed |' "$tmp/fake
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.md" ||
   fail "the measured link must be kept beside the summary: $(cat "$tmp/fake/t.md")"
+grep -q "the plan assumed 20 and 7 GB/s (h100-80g-um) -- planning with the host link an earlier run measured" \
+  "$tmp/fake/t.md" || fail "the link an earlier run recorded must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 
 if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
   echo "skipped the Python checks: $python has no PyTorch/torchvision"

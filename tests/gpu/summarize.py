@@ -46,7 +46,8 @@ def agreement(ref, run):
 
 def karma_summary(directory, model, config):
     """libkarma.so's exit summary line from the run's log, if it printed one, its line of managed-memory calls by
-    kind and its line of the link rates the plan's moves found (both KARMA_LOG=info)."""
+    kind, its line of the link rates the plan's moves found, and the line saying it started from the rates an earlier
+    run recorded (all KARMA_LOG=info)."""
     try:
         with open(os.path.join(directory, f"{model}-{config}.log")) as f:
             lines = [line.strip() for line in f]
@@ -54,7 +55,8 @@ def karma_summary(directory, model, config):
         return ""
     summary = [line for line in lines if line.startswith("karma: mode")]
     extra = []
-    for start in ("karma: managed-memory calls per replayed iteration", "karma: the plan's moves ran at"):
+    for start in ("karma: managed-memory calls per replayed iteration", "karma: the plan's moves ran at",
+                  "karma: planning with the host link an earlier run measured"):
         found = [line for line in lines if line.startswith(start)]
         if found:
             extra.append(found[-1][len("karma: "):])
