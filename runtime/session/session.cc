@@ -596,27 +596,21 @@ void Session::TestOverwrites(RecordedOp& op) {
     const Probe& p = *ranges[i];
     if (i + 1 < ranges.size() && ranges[i + 1]->ptr < p.ptr + p.bytes) return;
     filled += p.bytes + kTestGuard;
-    reserved += room(p) + kCopyAlign;  // and the alignment below
+    reserved += room(p) + 2 * kCopyAlign;  // and the alignment below (up to twice kCopyAlign - 1)
   }
   if (filled > kMaxTestBytes || reserved > kMaxTestReserve) return;
   AddWallNs<uint64_t> timed(op.cost.rerun_ns);
   const cudaStream_t s = StreamOf(op.stream_key);
   LastErrorScope errors(api_);
-  std::lock_guard<std::mutex> scratch_lock(probe_scratch_mu_);
-  if (probe_scratch_bytes_ < reserved) {
-    // Doubled (up to the limit) so that a few growths serve the whole recording.
-    const uint64_t bytes = std::min(kMaxTestReserve, std::max(reserved, 2 * probe_scratch_bytes_));
-    if (probe_scratch_ != nullptr && api_.cudaFree(probe_scratch_) != cudaSuccess) errors.Failed();
-    probe_scratch_ = nullptr;
-    probe_scratch_bytes_ = 0;
-    if (api_.cudaMallocManaged(&probe_scratch_, bytes, cudaMemAttachGlobal) != cudaSuccess) {
-      errors.Failed();
-      probe_scratch_ = nullptr;
-      return;
-    }
-    probe_scratch_bytes_ = bytes;
+  // A fresh allocation per op, freed after its runs. One allocation kept for the whole recording (its pages in use
+  // discarded after each op) recorded 1.5-4x faster on simcuda, but on an H100 GPT-2 under PyTorch then lost its
+  // context to an illegal address during the recording, in every run, also with the scratch cleared before each
+  // op's copies; with one allocation per op it had recorded (docs/gpu-results.md, runs 6, 8 and 9).
+  void* scratch = nullptr;
+  if (api_.cudaMallocManaged(&scratch, reserved, cudaMemAttachGlobal) != cudaSuccess) {
+    errors.Failed();
+    return;
   }
-  void* scratch = probe_scratch_;
   auto copy = [&](void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind) {
     op.cost.rerun_bytes += bytes;
     if (CopyAndWait(api_, dst, src, bytes, kind, s)) return true;
@@ -639,13 +633,6 @@ void Session::TestOverwrites(RecordedOp& op) {
   for (size_t i = 0; i < ranges.size(); ++i) {
     map.entries.push_back({ranges[i]->ptr + ranges[i]->bytes, 1, at[i] + ranges[i]->bytes});
   }
-  // After the runs the scratch's pages in use are dropped without a write-back (the batch call refuses the legacy
-  // stream: the thread's own), so that between ops they take no device memory, as when each op had its own
-  // allocation: kept resident, they pushed the application's pages out (simcuda, mlp 192 MiB on 64 MiB with
-  // --alloc segments: the recorded iteration 674 -> 933 ms; populated with a discard-and-prefetch call before the
-  // copies, 911 ms; dropped after, 674 ms).
-  void* used_ptr[1] = {scratch};
-  size_t used_bytes[1] = {static_cast<size_t>(next - reinterpret_cast<uint64_t>(scratch))};
   bool ok = true;
   for (Probe* p : ranges) {
     if (!p->fresh) continue;
@@ -729,12 +716,7 @@ void Session::TestOverwrites(RecordedOp& op) {
       written[i] = w[i];
     }
   }
-  // Waited for: the next op's copies into the scratch go on its own stream, which need not follow this one.
-  if (api_.cudaMemDiscardBatchAsync != nullptr &&
-      (api_.cudaMemDiscardBatchAsync(used_ptr, used_bytes, 1, 0, cudaStreamPerThread) != cudaSuccess ||
-       api_.cudaStreamSynchronize(cudaStreamPerThread) != cudaSuccess)) {
-    errors.Failed();
-  }
+  if (api_.cudaFree(scratch) != cudaSuccess) errors.Failed();
   if (!ok) {
     KARMA_LOG(kDebug, "{}: run again on copies of its operands, it did not repeat what it did", op.name);
     return;
@@ -966,21 +948,11 @@ void Session::StartRecordingLocked(bool by_marker) {
             by_marker ? " (marked)" : fmt::format(" ({} ops per iteration)", Detector().period()));
 }
 
-void Session::ReleaseProbeScratch() {
-  std::lock_guard<std::mutex> lock(probe_scratch_mu_);
-  if (probe_scratch_ == nullptr) return;
-  LastErrorScope errors(api_);
-  if (api_.cudaFree == nullptr || api_.cudaFree(probe_scratch_) != cudaSuccess) errors.Failed();
-  probe_scratch_ = nullptr;
-  probe_scratch_bytes_ = 0;
-}
-
 void Session::FinishRecordingLocked() {
   std::shared_ptr<Recording> rec = std::move(recording_);
   recording_.reset();
   recording_active_.store(false, std::memory_order_release);
   rec->t_end = std::chrono::steady_clock::now();
-  ReleaseProbeScratch();
   stats_->recorded_iteration.store(std::max<uint64_t>(rec->iteration, 1), std::memory_order_relaxed);
   SetState(live::State::kRecorded);
   observing_.store(false, std::memory_order_relaxed);
@@ -1001,7 +973,6 @@ void Session::AbortRecordingLocked(const char* why) {
   std::shared_ptr<Recording> rec = std::move(recording_);
   recording_.reset();
   recording_active_.store(false, std::memory_order_release);
-  ReleaseProbeScratch();
   SetState(live::State::kDetecting);
   KARMA_LOG(kInfo, "recording of iteration {} abandoned: {}", rec->iteration, why);
   auto release = [this, rec] {

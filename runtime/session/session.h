@@ -211,8 +211,6 @@ class Session {
   // application's memory untouched), where what it changed holds other bytes: a range it sets again to exactly
   // what it left, without writing into the guard after it, gets RecordedUse::written.
   void TestOverwrites(RecordedOp& op);
-  // Frees the runs' scratch memory (at the end of a recording).
-  void ReleaseProbeScratch();
   // Where a kernel's sub-buffer ends: at the next offset this iteration or the last one showed in its allocation.
   uint64_t GuessExtentLocked(const Touch& t) const;
   void WriteTrace(const std::shared_ptr<Recording>& rec);
@@ -251,12 +249,6 @@ class Session {
   IterationDetector by_shape_{ShapeDetectorOptions()};
   bool use_shape_ = false;
   std::shared_ptr<Recording> recording_;
-  // Managed memory for the runs on copies, kept from one op to the next for the whole recording (grown as needed):
-  // a fresh allocation per op cost a cudaFree, which synchronizes the device, and a first touch of every page.
-  // Ops end on the application's threads without the recording lock, hence its own mutex.
-  std::mutex probe_scratch_mu_;
-  void* probe_scratch_ = nullptr;
-  uint64_t probe_scratch_bytes_ = 0;
   std::unordered_map<const void*, std::string> kernel_names_;
   // Allocations since the last op: they belong to the iteration of the next op, which may be the first of a
   // recording (a buffer is allocated just before the first kernel that writes it).
