@@ -4,8 +4,8 @@
 # small sizes, and each model's caching-allocator KARMA row again with KARMA_MOVE_THREADS=1 (moves from KARMA's
 # own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
-# BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz; SECONDS: the whole session's limit (default
-# 540). Prints the suite's table at the end. See tests/gpu/README.md.
+# BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz and traces.tgz; SECONDS: the whole session's
+# limit (default 540). Prints the suite's table at the end. See tests/gpu/README.md.
 set -uo pipefail
 usage() { echo "usage: tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]"; }
 (($# >= 2 && $# <= 3)) || { usage >&2; exit 2; }
@@ -27,6 +27,10 @@ left() { echo $((limit - (SECONDS - start))); }
 say() { echo "lent_session [$((SECONDS - start))s]: $*"; }
 pack() {
   tar czf "$out/results.tgz" -C "$work" --exclude='*.ktrace' . && say "results: $out/results.tgz"
+  # The recorded iterations apart (karma-trace reads them here), each under 64 MiB: results.tgz comes back without
+  # them if this one is too large to.
+  (cd "$work" && find . -name '*.ktrace' -size -64M -print0 | tar czf "$out/traces.tgz" --null -T -) &&
+    say "traces: $out/traces.tgz"
 }
 trap pack EXIT
 
