@@ -135,6 +135,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
+  out.incore_peak_bytes = trace::IdealMemory(planning, trace::ComputeLifetimes(planning)).peak_bytes;
   for (trace::OpId op = 0; op < in.working_set.size(); ++op) {
     if (!in.Paged(op)) continue;
     out.paged_ops++;

@@ -44,6 +44,7 @@ struct PlanOutcome {
   bool reused = false;   // read from an existing plan file
   double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
   double incore_s = 0;     // the iteration's own ops back to back
+  uint64_t incore_peak_bytes = 0;  // what the planning iteration holds at its peak with every value kept in core
   bool improves = true;    // false when the request's improve_on_s is set and this plan is not faster than it
   // Ops whose own buffers exceed the capacity: no plan keeps them on the device, they run with demand paging.
   uint32_t paged_ops = 0;

@@ -7,6 +7,7 @@
 
 #include "policy/access.h"
 #include "policy/plan_builder.h"
+#include "runtime/common/units.h"
 #include "runtime/session/arena.h"
 #include "runtime/session/planning.h"
 
@@ -183,6 +184,9 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     prog->waits[next].push_back(action);
   };
   size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0, renewed = 0;
+  // What the evictions move to the host, and of that what the plan counts as free memory (dead values): on an H100
+  // the replay's time followed the bytes written back, dead ones included (docs/gpu-results.md, runs 8 and 9).
+  uint64_t evicted_bytes = 0, renewed_bytes = 0, dead_bytes = 0;
   for (uint32_t a = 0; a < plan.actions.size(); ++a) {
     const policy::Action& act = plan.actions[a];
     auto& at = prog->after[static_cast<size_t>(act.after + 1)];
@@ -191,6 +195,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         if (!act.keep) {
           at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
           evictions++;
+          evicted_bytes += rec.buffers[act.buffer].bytes;
         }
         break;
       case policy::ActionKind::kSwapIn:
@@ -218,6 +223,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
                    needed || !(rb.exact && rb.allocated_inside)) {
           at.push_back({ReplayProgram::Move::kEvict, act.buffer, a, UINT32_MAX});
           evictions++;
+          evicted_bytes += rb.bytes;
           if (!needed && !rb.allocated_inside) {
             // Dead until its next use, in memory the application keeps: that use writes it.
             uint32_t next = first_use[act.buffer];
@@ -229,6 +235,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
             }
             renew(act.buffer, static_cast<uint32_t>(act.after + 1), next);
             renewed++;
+            renewed_bytes += rb.bytes;
           }
         } else {
           dropped++;  // dead, and freed by the application: the free discards it
@@ -335,6 +342,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       }
       prog->after[last_live[id] + 1].push_back({ReplayProgram::Move::kEvict, id, kNoAction, UINT32_MAX});
       prog->dead_evictions++;
+      dead_bytes += rec.buffers[id].bytes;
       renew(id, last_live[id] + 1, first_use[id]);  // the next iteration's first use
     }
   }
@@ -342,13 +350,13 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
   prog->renewed = renewed;
-  prog->summary = fmt::format("{} prefetches, {} evictions ({} of values dead until a later write), {} discards ({} "
-                              "left to frees, {} of values a recompute overwrites), {} recomputes of {} launches; dead "
-                              "values in memory the application keeps: {} evicted, {} left on the device; {} evicted "
-                              "values repopulated for an overwrite, the others brought back",
-                              prefetches, evictions, renewed, discards + rebuilt, dropped, rebuilt,
-                              prog->recomputes.size(), kernels, prog->dead_evictions, prog->dead_kept,
-                              prog->repopulated);
+  prog->summary = fmt::format("{} prefetches, {} evictions of {} ({} of values dead until a later write, {}), {} "
+                              "discards ({} left to frees, {} of values a recompute overwrites), {} recomputes of {} "
+                              "launches; dead values in memory the application keeps: {} evicted ({}), {} left on the "
+                              "device; {} evicted values repopulated for an overwrite, the others brought back",
+                              prefetches, evictions, FormatBytes(evicted_bytes), renewed, FormatBytes(renewed_bytes),
+                              discards + rebuilt, dropped, rebuilt, prog->recomputes.size(), kernels,
+                              prog->dead_evictions, FormatBytes(dead_bytes), prog->dead_kept, prog->repopulated);
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 

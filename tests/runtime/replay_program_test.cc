@@ -249,12 +249,14 @@ TEST(MakeRuntimePlan, NamesTheLargestOpThatExceedsTheBudget) {
   auto roomy = MakeRuntimePlan(req);
   ASSERT_TRUE(roomy.ok()) << roomy.status().message();
   EXPECT_EQ(roomy->paged_ops, 0u);
+  EXPECT_EQ(roomy->incore_peak_bytes, 8u << 20);  // both buffers live from op 1 to op 4
   EXPECT_EQ(DescribePagedOps(*roomy, rec.it, req.capacity, 0), "");
   // Ops 1 (reads buffer 0, writes buffer 1) and 4 (reads both) use 8 MiB each; the others 4 MiB.
   req.capacity = 6u << 20;
   auto tight = MakeRuntimePlan(req);
   ASSERT_TRUE(tight.ok()) << tight.status().message();
   EXPECT_EQ(tight->paged_ops, 2u);
+  EXPECT_EQ(tight->incore_peak_bytes, 8u << 20);  // the iteration's, whatever the budget
   EXPECT_EQ(tight->largest_op, 1u);
   EXPECT_EQ(tight->largest_op_bytes, 8u << 20);
   const std::string line = DescribePagedOps(*tight, rec.it, req.capacity, 16u << 20);
@@ -303,6 +305,10 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
   EXPECT_TRUE(p.waits[0].empty());
   EXPECT_EQ(p.waits[1].size(), 1u);
   EXPECT_EQ(p.dead_evictions, 1u);
+  // What the eviction writes back, which the plan counts as free memory, is in the log's summary.
+  EXPECT_NE(p.summary.find("0 evictions of 0 B (0 of values dead until a later write, 0 B)"), std::string::npos)
+      << p.summary;
+  EXPECT_NE(p.summary.find("keeps: 1 evicted (4.00 MiB)"), std::string::npos) << p.summary;
   EXPECT_EQ(p.repopulated, 0u);  // a kernel writes it: its extent is not stated
   // Buffer 0: first used by op 0, last by op 4: dead while no op runs, so it stays.
   EXPECT_EQ(p.dead_kept, 1u);
