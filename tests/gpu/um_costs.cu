@@ -38,6 +38,14 @@ __global__ void Touch(float* p, size_t n) {
   }
 }
 
+// Reads every element (a sum per thread into `out`): pages stay clean, so read-duplicated copies stay duplicated.
+__global__ void Read(const float* p, size_t n, float* out) {
+  float sum = 0;
+  const size_t t = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+  for (size_t i = t; i < n; i += size_t{gridDim.x} * blockDim.x) sum += p[i];
+  out[t] = sum;
+}
+
 int g_device = 0;
 int g_sms = 1;
 
@@ -162,6 +170,123 @@ struct Bench {
     return {Median(host), Median(op), Median(kern)};
   }
 };
+
+// Read-duplicated pages (cudaMemAdviseSetReadMostly): a prefetch to the device of a set whose host copy is current
+// leaves that copy valid. Whether the device's copy can then be dropped without writing it back, and what the calls
+// and a later writing kernel cost, against evicting a copy the device wrote. Per case: set x up (synchronized),
+// then the calls (host time; device time between events on `app`), the device memory they released
+// (cudaMemGetInfo, synchronized), then one writing kernel pass over x; and, in one more untimed run, whether x's
+// contents survived the calls (a checksum by a reading kernel before them and after them).
+struct DupFigures {
+  double host_us = 0, op_ms = 0, released_mib = 0, kernel_ms = 0;
+  bool intact = true;
+};
+
+class DupBench {
+ public:
+  DupBench(Bench& b, Set& x) : b_(b), x_(x), threads_(size_t{static_cast<unsigned>(g_sms)} * 8 * 256) {
+    CHECK(cudaMalloc(&sums_, threads_ * sizeof(float)));
+    host_.resize(threads_);
+  }
+  ~DupBench() { cudaFree(sums_); }
+
+  // x written on the device, evicted (its host copy current), marked read-mostly and prefetched back: a read-only
+  // copy on each side.
+  void Duplicated() {
+    Clean();
+    Dirty();
+    Advise(cudaMemAdviseSetReadMostly, true);
+    PrefetchBatch(x_, false, b_.app);
+    PrefetchBatch(x_, true, b_.app);
+    ReadPass();
+  }
+  // x written on the device, no advice: the device holds the only current copy.
+  void Dirty() {
+    Clean();
+    PrefetchBatch(x_, true, b_.app);
+    Kernel(x_, b_.app);
+  }
+  // x on the host only, then marked read-mostly.
+  void OnHostReadMostly() {
+    Dirty();
+    PrefetchBatch(x_, false, b_.app);
+    Advise(cudaMemAdviseSetReadMostly, true);
+  }
+  void Advise(cudaMemoryAdvise advice, bool device) { CHECK(cudaMemAdvise(x_.base, x_.bytes, advice, Where(device))); }
+
+  DupFigures Run(const std::function<void()>& setup, const std::function<void()>& ops) {
+    std::vector<double> host, op, released, kern;
+    DupFigures f;
+    for (int r = 0; r < b_.reps; ++r) {
+      setup();
+      CHECK(cudaDeviceSynchronize());
+      const size_t free0 = FreeBytes();
+      CHECK(cudaEventRecord(b_.e0, b_.app));
+      const auto t0 = std::chrono::steady_clock::now();
+      ops();
+      host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      CHECK(cudaEventRecord(b_.e1, b_.app));
+      CHECK(cudaDeviceSynchronize());
+      const size_t free1 = FreeBytes();
+      released.push_back((static_cast<double>(free1) - static_cast<double>(free0)) / (1 << 20));
+      CHECK(cudaEventRecord(b_.e2, b_.app));
+      Kernel(x_, b_.app);
+      CHECK(cudaEventRecord(b_.e3, b_.app));
+      CHECK(cudaDeviceSynchronize());
+      float a = 0, k = 0;
+      CHECK(cudaEventElapsedTime(&a, b_.e0, b_.e1));
+      CHECK(cudaEventElapsedTime(&k, b_.e2, b_.e3));
+      op.push_back(a);
+      kern.push_back(k);
+    }
+    // Once more, untimed: the contents before the calls and after them (a reading pass moves pages, so it is kept
+    // out of the timed runs).
+    setup();
+    const std::vector<float> before = Checksum();
+    ops();
+    f.intact = Checksum() == before;
+    Clean();
+    f.host_us = Median(host);
+    f.op_ms = Median(op);
+    f.released_mib = Median(released);
+    f.kernel_ms = Median(kern);
+    return f;
+  }
+
+ private:
+  // No advice left on x.
+  void Clean() {
+    CHECK(cudaDeviceSynchronize());
+    Advise(cudaMemAdviseUnsetReadMostly, true);
+    Advise(cudaMemAdviseUnsetPreferredLocation, true);
+  }
+  void ReadPass() {
+    Read<<<g_sms * 8, 256, 0, b_.app>>>(x_.base, x_.bytes / sizeof(float), sums_);
+    CHECK(cudaGetLastError());
+  }
+  std::vector<float> Checksum() {
+    ReadPass();
+    CHECK(cudaMemcpyAsync(host_.data(), sums_, threads_ * sizeof(float), cudaMemcpyDeviceToHost, b_.app));
+    CHECK(cudaStreamSynchronize(b_.app));
+    return host_;
+  }
+  static size_t FreeBytes() {
+    size_t free = 0, total = 0;
+    CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+  }
+
+  Bench& b_;
+  Set& x_;
+  size_t threads_;
+  float* sums_ = nullptr;
+  std::vector<float> host_;
+};
+
+void DupRow(const char* name, const DupFigures& f, double resident_ms) {
+  std::printf("| %-62s | %9.1f | %8.3f | %8.1f | %8.3f | %6.2f | %s |\n", name, f.host_us, f.op_ms, f.released_mib,
+              f.kernel_ms, resident_ms > 0 ? f.kernel_ms / resident_ms : 0.0, f.intact ? "yes" : "NO");
+}
 
 void Row(const char* name, size_t calls, const Figures& f, double resident_ms) {
   std::printf("| %-58s | %5zu | %9.1f | %8.3f | %8.3f | %6.2f |\n", name, calls, f.host_us, f.op_ms, f.kernel_ms,
@@ -315,6 +440,36 @@ int main(int argc, char** argv) {
   Row("meanwhile: prefetch the other set from the host, one call per block", n,
       b.Meanwhile(y_on_host, [&] { PrefetchEach(y, true, b.aux); }, x), a);
   for (auto& e : evs) CHECK(cudaEventDestroy(e));
+
+  std::printf("\nRead-duplicated copies (cudaMemAdviseSetReadMostly) against a copy the device wrote: the calls, the "
+              "device memory they released, then one writing kernel pass over the set; contents intact:\n\n"
+              "| case | host us | calls ms | released MiB | kernel ms | x resident | intact |\n"
+              "|---|---|---|---|---|---|---|\n");
+  {
+    DupBench d(b, x);
+    auto dirty = [&] { d.Dirty(); };
+    auto dup = [&] { d.Duplicated(); };
+    auto host_rm = [&] { d.OnHostReadMostly(); };
+    auto evict = [&] { PrefetchBatch(x, false, b.app); };
+    DupRow("written on the device: evict batch to the host (the write-back)", d.Run(dirty, evict), r);
+    DupRow("on the host, read-mostly: prefetch batch (duplicates)", d.Run(host_rm, [&] {
+             PrefetchBatch(x, true, b.app);
+           }), r);
+    DupRow("duplicated: nothing (the writing kernel collapses the copies)", d.Run(dup, nothing), r);
+    DupRow("duplicated: evict batch to the host", d.Run(dup, evict), r);
+    DupRow("duplicated: preferred location host, unset read-mostly", d.Run(dup, [&] {
+             d.Advise(cudaMemAdviseSetPreferredLocation, false);
+             d.Advise(cudaMemAdviseUnsetReadMostly, true);
+           }), r);
+    DupRow("duplicated: same, then unset preferred location", d.Run(dup, [&] {
+             d.Advise(cudaMemAdviseSetPreferredLocation, false);
+             d.Advise(cudaMemAdviseUnsetReadMostly, true);
+             d.Advise(cudaMemAdviseUnsetPreferredLocation, true);
+           }), r);
+    DupRow("duplicated: unset read-mostly (no preferred location)", d.Run(dup, [&] {
+             d.Advise(cudaMemAdviseUnsetReadMostly, true);
+           }), r);
+  }
   // Which streams the batch calls take (the executor avoids the legacy default stream for them).
   std::printf("\n");
   for (cudaStream_t st : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread, b.app}) {
