@@ -135,6 +135,11 @@ std::string FormatBytes(uint64_t bytes) {
   return buf;
 }
 
+std::string FormatSignedBytes(int64_t bytes) {
+  const uint64_t magnitude = bytes < 0 ? 0 - static_cast<uint64_t>(bytes) : static_cast<uint64_t>(bytes);
+  return (bytes < 0 ? "-" : "+") + FormatBytes(magnitude);
+}
+
 double ToGiB(uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
 
 }  // namespace karma

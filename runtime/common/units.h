@@ -40,6 +40,8 @@ Result<Capacity> ParseCapacity(std::string_view text);
 
 // "10.62 GiB", "512.00 MiB", "0 B": two decimals in the largest binary unit that keeps the value >= 1.
 std::string FormatBytes(uint64_t bytes);
+// A difference of byte counts, always signed: "+1.50 MiB", "-512 B", "+0 B".
+std::string FormatSignedBytes(int64_t bytes);
 // The same quantity as GiB with two decimals, no unit.
 double ToGiB(uint64_t bytes);
 

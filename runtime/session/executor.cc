@@ -171,13 +171,29 @@ bool Executor::OrderLocked(StreamKey first, cudaStream_t then) {
   return e != nullptr && api_.cudaStreamWaitEvent(then, e, 0) == cudaSuccess;
 }
 
-void Executor::SampleDeviceLocked() {
+void Executor::SampleDeviceLocked(uint32_t pos) {
   size_t free = 0, total = 0;
   if (!RealMemGetInfo(api_, &free, &total)) return;
   const uint64_t used = total > free ? total - free : 0;
   uint64_t peak = peak_device_.load(std::memory_order_relaxed);
   while (used > peak && !peak_device_.compare_exchange_weak(peak, used)) {
   }
+  if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
+  const uint64_t kept = pos < prog_->kept_bytes.size() ? prog_->kept_bytes[pos] : 0;
+  const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos] + kept);
+  Residency& r = sampled_;
+  r.peak = std::max(r.peak, used);
+  if (r.samples == 0 || above < r.above_min) r.above_min = above;
+  if (r.samples == 0 || above > r.above_max) {
+    r.above_max = above;
+    r.above_max_at = pos;
+  }
+  r.samples++;
+}
+
+Executor::Residency Executor::steady_residency() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steady_;
 }
 
 void Executor::MeasureLocked(bool final) {
@@ -302,6 +318,19 @@ void Executor::StartIterationLocked(uint64_t n) {
   iteration_++;
   // The iteration that ends here, for its time (ProgramTime).
   const IterationTag ended{serial_, replayed_, running_ && !diverged_};
+  if (ended.whole && replayed_ >= kTimedFrom && sampled_.samples != 0) {
+    const Residency& r = sampled_;
+    Residency& s = steady_;
+    if (s.samples == 0 || r.above_min < s.above_min) s.above_min = r.above_min;
+    if (s.samples == 0 || r.above_max > s.above_max) {
+      s.above_max = r.above_max;
+      s.above_max_at = r.above_max_at;
+    }
+    s.peak = std::max(s.peak, r.peak);
+    s.samples += r.samples;
+    s.iterations++;
+  }
+  sampled_ = Residency{};
   if (running_ && diverged_) {
     divergent_streak_++;
   } else if (running_) {
@@ -389,7 +418,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   iteration_start_ = start;
   // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
   // second on, at its start and where the plan holds the most.
-  if (++replayed_ > 1) SampleDeviceLocked();
+  if (++replayed_ > 1) SampleDeviceLocked(0);
   link_timing_ = !link_done_ && replayed_ > 1;  // the first one's moves share the link with paging
   IssueLocked(0, p.stream[0]);
 }
@@ -444,7 +473,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
       if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
       stalls_.push_back({waiting, done});
     }
-    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked();
+    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked(pos);
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back
@@ -655,7 +684,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   const std::vector<ReplayProgram::Item>& items = p.after[k];
   if (items.empty()) return;
-  SampleDeviceLocked();
+  if (replayed_ > 1) SampleDeviceLocked(k);  // the op about to run is op k (k = period: the iteration's end)
   LastErrorScope errors(api_);
   cudaEvent_t anchor = RecordLocked(stream);
   if (anchor == nullptr) {

@@ -145,6 +145,20 @@ class Executor {
   // Measurements of iterations that have completed; called at shutdown for the last ones.
   void Flush();
   uint64_t peak_device_bytes() const { return peak_device_.load(std::memory_order_relaxed); }
+  // Device residency in steady replayed iterations (from a program's kTimedFrom-th replayed iteration on, those
+  // that did not diverge; the last one, which no iteration start ends, is left out): cudaMemGetInfo's used bytes
+  // where residency is sampled, and how far they exceed what the program holds for the op about to run there
+  // (the plan's device bytes and the dead values it keeps). The least excess is memory outside the plan present
+  // throughout (the CUDA context beyond what it held before the first allocation, modules loaded since, library
+  // memory, buffers' page rounding); the rest of the most is what the replay held beyond the program.
+  struct Residency {
+    uint32_t iterations = 0;
+    uint32_t samples = 0;
+    uint64_t peak = 0;                     // most used bytes
+    int64_t above_min = 0, above_max = 0;  // used less the plan's bytes: least and most
+    uint32_t above_max_at = 0;             // the position of the most
+  };
+  Residency steady_residency() const;
   // The managed-memory calls per replayed iteration by kind, with the wall time they held their threads (empty
   // before a replay): for the log at exit.
   std::string CallsLine() const;
@@ -190,7 +204,9 @@ class Executor {
   void MeasureLocked(bool final);
   // Once enough moves are timed: the rates (link_), and TakeLinkMeasured() says so.
   void CheckLinkLocked();
-  void SampleDeviceLocked();
+  // Samples cudaMemGetInfo for the run's peak and, where the program's bytes for the op at `pos` are known
+  // (`pos` < period), for the iteration's residency against the plan.
+  void SampleDeviceLocked(uint32_t pos);
   // Where the op at `pos` shows its anchored sub-buffers to be (ReplayProgram::anchors).
   void PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer);
   // Whether a discard of b would hit b: an anchored sub-buffer only once an operand has shown where it is in this
@@ -294,6 +310,8 @@ class Executor {
   uint32_t divergent_streak_ = 0;
   uint32_t replayed_ = 0;       // iterations of the running program started so far
   uint32_t peak_position_ = 0;  // where the program plans the most device bytes (residency is sampled there)
+  Residency sampled_;           // the running iteration's samples
+  Residency steady_;            // of the steady iterations that ended (steady_residency)
   uint32_t rerecord_requests_ = 0;
 
   struct Deferred {

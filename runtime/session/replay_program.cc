@@ -289,7 +289,12 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     const policy::SimInput in = policy::MakeSimInput(planning, policy::DefaultProfile(), plan.capacity_bytes);
     const std::vector<uint64_t> mem = policy::StaticMemory(in, plan);
     const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
-    for (uint32_t p = 0; p < n; ++p) prog->planned_bytes.push_back(at[p] < mem.size() ? mem[at[p]] : 0);
+    // The recomputes that run right before an op hold their inputs and outputs there too.
+    for (uint32_t p = 0; p < n; ++p) {
+      uint64_t most = 0;
+      for (uint32_t i = p == 0 ? 0 : at[p - 1] + 1; i <= at[p] && i < mem.size(); ++i) most = std::max(most, mem[i]);
+      prog->planned_bytes.push_back(most);
+    }
   }
   // The plan counts a buffer's memory as free after its last use. Memory the application frees gets discarded
   // by the arena; memory it keeps (a caching allocator's segments) holds the dead value until the driver evicts
@@ -345,6 +350,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       dead_bytes += rec.buffers[id].bytes;
       renew(id, last_live[id] + 1, first_use[id]);  // the next iteration's first use
     }
+    prog->kept_bytes = std::move(kept);
   }
   prog->repopulated = repopulated;
   size_t kernels = 0;

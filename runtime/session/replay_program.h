@@ -90,7 +90,9 @@ struct ReplayProgram {
   std::vector<std::vector<Anchor>> anchors;
   std::vector<bool> anchored;
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
-  std::vector<uint64_t> planned_bytes;            // per position: the plan's device bytes while the op runs
+  // Per position: the plan's most device bytes while the op and the recomputes right before it run.
+  std::vector<uint64_t> planned_bytes;
+  std::vector<uint64_t> kept_bytes;               // per position: dead values left on the device (dead_kept)
   size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)
   size_t dead_evictions = 0;                      // evictions of dead values the application does not free
   size_t dead_kept = 0;                           // dead values left on the device where the plan has room

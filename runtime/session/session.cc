@@ -1495,6 +1495,14 @@ std::string Session::SummaryLine() const {
     const uint64_t baseline = std::min(peak, device_baseline_bytes_.load(std::memory_order_relaxed));
     line += fmt::format(", {} on the device", FormatBytes(peak - baseline));
     if (baseline != 0) line += fmt::format(" (+{} in use before the first allocation)", FormatBytes(baseline));
+    // In steady replay: the most in use, and the plan's own bytes against what cudaMemGetInfo showed beside them.
+    if (const Executor::Residency r = executor_.steady_residency(); r.iterations != 0) {
+      const auto base = static_cast<int64_t>(baseline);
+      line += fmt::format(", {} in steady replay (the plan's bytes {} to {}, the most before op {}, over {} "
+                          "iterations)", FormatBytes(r.peak > baseline ? r.peak - baseline : 0),
+                          FormatSignedBytes(r.above_min - base), FormatSignedBytes(r.above_max - base),
+                          r.above_max_at, r.iterations);
+    }
   }
   line += fmt::format(" vs {} budget", FormatBytes(get(s.budget_bytes)));
   if (get(s.device_total_bytes) != 0) line += fmt::format(" (device {})", FormatBytes(get(s.device_total_bytes)));

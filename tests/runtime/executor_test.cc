@@ -101,6 +101,37 @@ class ExecutorTest : public ::testing::Test {
   live::Stats stats_;
 };
 
+// Residency in steady replay: cudaMemGetInfo's used bytes against what the program holds for the op about to run
+// (the plan's bytes and the dead values it keeps), from the second replayed iteration on, per ended iteration.
+TEST_F(ExecutorTest, SteadyResidencyIsMeasuredAgainstWhatTheProgramHolds) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  auto p = std::const_pointer_cast<ReplayProgram>(OutAndBackProgram(kMiB));
+  p->kept_bytes = {0, 2 * kMiB, 0};  // a dead value kept over op 1
+  Executor e(api_, &stats_);
+  e.Install(p, 0, 0);
+  // The device holds 4 MiB in iterations 0 and 1, 5 MiB (1 MiB more) in iteration 2, 3 MiB from iteration 3 on.
+  const uint64_t used[] = {4 * kMiB, 4 * kMiB, 5 * kMiB, 3 * kMiB, 3 * kMiB};
+  for (uint64_t n = 0; n < 13; ++n) {
+    Fake().device_free = Fake().device_total - used[n / 3];
+    bool wants = false;
+    const uint32_t pos = e.Before(n, p->shape[n % 3], 0, {}, &wants);
+    ASSERT_EQ(pos, n % 3);
+    e.After(pos, true);
+    if (n == 5) {
+      EXPECT_EQ(e.steady_residency().iterations, 0u);  // the first replayed iteration is not steady
+    }
+  }
+  // Iterations 1 to 3 ended (4 has only started): sampled at the start (op 0), where the plan holds the most
+  // (op 0), before the eviction anchored after op 0 (op 1) and the prefetch for op 2 (op 2).
+  const Executor::Residency r = e.steady_residency();
+  EXPECT_EQ(r.iterations, 3u);
+  EXPECT_EQ(r.peak, 5 * kMiB);
+  EXPECT_EQ(r.above_min, static_cast<int64_t>(kMiB));      // 3 MiB at op 1 over the 2 MiB kept there
+  EXPECT_EQ(r.above_max, static_cast<int64_t>(4 * kMiB));  // 5 MiB at op 0 or 2 over the plan's 1 MiB
+  EXPECT_EQ(r.above_max_at, 0u);
+  EXPECT_GE(r.samples, 9u);
+}
+
 // The next iteration's overwrite of a dead value evicted at the end of the last one: its pages are discarded and
 // populated on the device (no transfer) only when the call, as made now, writes every byte of them.
 TEST_F(ExecutorTest, ADeadValueIsRepopulatedOnlyForACallThatWritesAllOfIt) {

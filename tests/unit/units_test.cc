@@ -61,5 +61,12 @@ TEST(FormatBytes, PicksTheLargestUnit) {
   EXPECT_EQ(FormatBytes(11405426688ull), "10.62 GiB");
 }
 
+TEST(FormatSignedBytes, AlwaysHasASign) {
+  EXPECT_EQ(FormatSignedBytes(0), "+0 B");
+  EXPECT_EQ(FormatSignedBytes(-512), "-512 B");
+  EXPECT_EQ(FormatSignedBytes(static_cast<int64_t>(3 * kMiB / 2)), "+1.50 MiB");
+  EXPECT_EQ(FormatSignedBytes(INT64_MIN), "-8388608.00 TiB");  // no overflow negating the least value
+}
+
 }  // namespace
 }  // namespace karma
