@@ -128,6 +128,23 @@ void Executor::Uninstall() {
   pending_.reset();
   prog_.reset();
   running_ = false;
+  verdicts_.clear();
+}
+
+std::vector<uint64_t> Executor::VerdictKey(const ReplayProgram& p, const ReplayProgram::Recompute& rc) {
+  std::vector<uint64_t> key{p.period, rc.before, rc.ops.size()};
+  for (trace::OpId op : rc.ops) {
+    key.push_back(op);
+    key.push_back(op < p.shape.size() ? p.shape[op] : 0);
+  }
+  auto add_set = [&](std::vector<trace::BufferId> ids) {
+    std::sort(ids.begin(), ids.end());
+    key.push_back(ids.size());
+    key.insert(key.end(), ids.begin(), ids.end());
+  };
+  add_set(rc.targets);
+  add_set(rc.scratch);
+  return key;
 }
 
 bool Executor::EnsureStreamsLocked() {
@@ -363,6 +380,14 @@ void Executor::StartIterationLocked(uint64_t n) {
     program_ns_.clear();
     idle_ = prog_->Idle();
     checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
+    size_t known = 0;
+    for (size_t r = 0; r < prog_->recomputes.size(); ++r) {
+      const auto v = verdicts_.find(VerdictKey(*prog_, prog_->recomputes[r]));
+      if (v == verdicts_.end()) continue;
+      checks_[r] = v->second;
+      known++;
+    }
+    if (known != 0) KARMA_LOG(kInfo, "{} of the plan's recomputes were checked under an earlier plan", known);
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
     evicted_.clear();  // the previous program's buffers
@@ -1008,6 +1033,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   auto reject = [&](const std::string& why) {
     checks_[r] = Check::kRejected;
+    verdicts_[VerdictKey(p, rc)] = Check::kRejected;
     for (trace::OpId op : rc.ops) rejected_ops_[op] = true;
     KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
               rc.before, why);
@@ -1098,6 +1124,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   }
   if (same) {
     checks_[r] = Check::kValid;
+    verdicts_[VerdictKey(p, rc)] = Check::kValid;
     KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
               rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
     (void)p;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -324,6 +325,13 @@ class Executor {
 
   // Across iterations of one program.
   std::vector<Check> checks_;            // per recompute
+  // Verdicts of the checks, kept across the programs of one recording (cleared by Uninstall, which a new recording
+  // follows): a recompute with the same launches, before the same op, with the same targets and scratch outputs
+  // sees the same input values whatever the plan around it (a plan moves values, never changes them), so a program
+  // that has it again (Planner II's, one planned for the measured link, the plan a trial went back to) does not
+  // check it again. Keyed by VerdictKey.
+  std::map<std::vector<uint64_t>, Check> verdicts_;
+  static std::vector<uint64_t> VerdictKey(const ReplayProgram& p, const ReplayProgram::Recompute& rc);
   // Across programs: ops of rejected recomputes (a new plan leaves them out).
   std::vector<bool> rejected_ops_;
 

@@ -535,6 +535,65 @@ TEST_F(ExecutorTest, ValidationRejectsARecomputeThatLeavesPartOfItsTargetAsItWas
   }
 }
 
+// A recompute's verdict carries over to a later program of the same recording that has it again (same launches,
+// before the same op, same targets and scratch outputs): its target is discarded at once instead of evicted for a
+// check. A new recording (Uninstall) forgets the verdicts.
+TEST_F(ExecutorTest, AVerdictCarriesOverToALaterProgramWithTheSameRecompute) {
+  api_.cudaMemcpyAsync = &HostMemcpyAsync;
+  api_.cudaStreamSynchronize = &NoWait;
+  HostBuffer out = PageAligned(kBytes), in = PageAligned(kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) in.get()[i] = static_cast<unsigned char>(i * 3 + 1);
+  auto produce = [o = out.get(), x = in.get()] {
+    for (uint64_t i = 0; i < kBytes; ++i) o[i] = static_cast<unsigned char>(x[i] + 7);
+  };
+  int launches = 0;
+  auto producer = std::make_shared<const std::function<bool(const AddressMap&)>>([&](const AddressMap&) {
+    ++launches;
+    produce();
+    return true;
+  });
+  const auto target = reinterpret_cast<uint64_t>(out.get());
+  auto program = [&] { return RecomputeProgram(target, reinterpret_cast<uint64_t>(in.get()), producer); };
+  Executor e(api_, &stats_);
+  uint64_t n = 0;
+  // One iteration of the program installed last; whether the target left by a discard (trusted) or an eviction.
+  auto iteration = [&] {
+    TakeMoves();
+    bool wants = false;
+    for (uint32_t pos = 0; pos < 3; ++pos, ++n) {
+      const uint32_t at = e.Before(n, 11 * (pos + 1), 0, {}, &wants);
+      EXPECT_EQ(at, pos);
+      if (pos == 0) {
+        produce();
+        e.SetLaunch(at, producer);
+      }
+      e.After(at, true);
+    }
+    bool discarded = false, evicted = false;
+    for (const testing::FakeCuda::Move& m : TakeMoves()) {
+      if (m.addr != target) continue;
+      discarded = discarded || m.call == "discard";
+      evicted = evicted || (m.call == "prefetch" && !m.to_device);
+    }
+    EXPECT_NE(discarded, evicted);
+    return discarded;
+  };
+  e.Install(program(), 0, 0);
+  EXPECT_FALSE(iteration());  // checked: evicted, not discarded
+  EXPECT_EQ(launches, 1);
+  EXPECT_TRUE(iteration());
+  EXPECT_EQ(launches, 2);
+  e.Install(program(), 0, 0);  // the same recompute in a new program
+  EXPECT_TRUE(iteration());
+  EXPECT_EQ(launches, 3);
+  EXPECT_EQ(e.TakeRequest(), Executor::Request::kNone);
+  e.Uninstall();
+  e.Install(program(), 0, 0);  // as after a new recording
+  EXPECT_FALSE(iteration());
+  EXPECT_EQ(launches, 4);
+  e.Uninstall();
+}
+
 // Op 0 also writes buffer 2, whose memory holds a newer value when the recompute runs (a caching allocator gave it
 // to a later tensor): the plan lists it as a scratch output. The recompute's launch gets buffer 2's pointer mapped
 // to scratch memory, so the newer value stays and the check passes; launched in place, it would overwrite it.
