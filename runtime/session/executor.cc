@@ -1127,7 +1127,6 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     verdicts_[VerdictKey(p, rc)] = Check::kValid;
     KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
               rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
-    (void)p;
     return;
   }
   // Put everything back as it was.
