@@ -198,14 +198,8 @@ void Executor::SampleDeviceLocked(uint32_t pos) {
   if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
   const uint64_t kept = pos < prog_->kept_bytes.size() ? prog_->kept_bytes[pos] : 0;
   const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos] + kept);
-  Residency& r = sampled_;
-  r.peak = std::max(r.peak, used);
-  if (r.samples == 0 || above < r.above_min) r.above_min = above;
-  if (r.samples == 0 || above > r.above_max) {
-    r.above_max = above;
-    r.above_max_at = pos;
-  }
-  r.samples++;
+  sampled_.Merge({.iterations = 0, .samples = 1, .peak = used, .above_min = above, .above_max = above,
+                  .above_max_at = pos});
 }
 
 Executor::Residency Executor::steady_residency() const {
@@ -336,16 +330,8 @@ void Executor::StartIterationLocked(uint64_t n) {
   // The iteration that ends here, for its time (ProgramTime).
   const IterationTag ended{serial_, replayed_, running_ && !diverged_};
   if (ended.whole && replayed_ >= kTimedFrom && sampled_.samples != 0) {
-    const Residency& r = sampled_;
-    Residency& s = steady_;
-    if (s.samples == 0 || r.above_min < s.above_min) s.above_min = r.above_min;
-    if (s.samples == 0 || r.above_max > s.above_max) {
-      s.above_max = r.above_max;
-      s.above_max_at = r.above_max_at;
-    }
-    s.peak = std::max(s.peak, r.peak);
-    s.samples += r.samples;
-    s.iterations++;
+    sampled_.iterations = 1;
+    steady_.Merge(sampled_);
   }
   sampled_ = Residency{};
   if (running_ && diverged_) {

@@ -2,6 +2,7 @@
 // and recomputes on its own streams, ordered against the application's streams with events.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -158,6 +159,18 @@ class Executor {
     uint64_t peak = 0;                     // most used bytes
     int64_t above_min = 0, above_max = 0;  // used less the plan's bytes: least and most
     uint32_t above_max_at = 0;             // the position of the most
+    // Adds `other`'s samples (and iterations).
+    void Merge(const Residency& other) {
+      if (other.samples == 0) return;
+      if (samples == 0 || other.above_min < above_min) above_min = other.above_min;
+      if (samples == 0 || other.above_max > above_max) {
+        above_max = other.above_max;
+        above_max_at = other.above_max_at;
+      }
+      peak = std::max(peak, other.peak);
+      samples += other.samples;
+      iterations += other.iterations;
+    }
   };
   Residency steady_residency() const;
   // The managed-memory calls per replayed iteration by kind, with the wall time they held their threads (empty
