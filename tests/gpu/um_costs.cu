@@ -143,17 +143,11 @@ struct Bench {
     }, {e2, e3}, {e0, e1});
   }
 
- private:
   using Span = std::pair<cudaEvent_t, cudaEvent_t>;
   static double HostMicros(const std::function<void()>& f) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-  static double Ms(const Span& s) {
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, s.first, s.second));
-    return ms;
   }
   // `reps` times: setup, synchronize, `issue` (which returns the host time of the calls it measures), synchronize;
   // the medians of that host time and of the device times between the events of `calls` and of `kernel`.
@@ -168,6 +162,13 @@ struct Bench {
       kern.push_back(Ms(kernel));
     }
     return {Median(host), Median(op), Median(kern)};
+  }
+
+ private:
+  static double Ms(const Span& s) {
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, s.first, s.second));
+    return ms;
   }
 };
 
@@ -215,30 +216,20 @@ class DupBench {
   void Advise(cudaMemoryAdvise advice, bool device) { CHECK(cudaMemAdvise(x_.base, x_.bytes, advice, Where(device))); }
 
   DupFigures Run(const std::function<void()>& setup, const std::function<void()>& ops) {
-    std::vector<double> host, op, released, kern;
-    DupFigures f;
-    for (int r = 0; r < b_.reps; ++r) {
-      setup();
-      CHECK(cudaDeviceSynchronize());
+    std::vector<double> released;
+    const Figures t = b_.Repeat(setup, [&] {
       const size_t free0 = FreeBytes();
       CHECK(cudaEventRecord(b_.e0, b_.app));
-      const auto t0 = std::chrono::steady_clock::now();
-      ops();
-      host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      const double us = Bench::HostMicros(ops);
       CHECK(cudaEventRecord(b_.e1, b_.app));
       CHECK(cudaDeviceSynchronize());
-      const size_t free1 = FreeBytes();
-      released.push_back((static_cast<double>(free1) - static_cast<double>(free0)) / (1 << 20));
+      released.push_back((static_cast<double>(FreeBytes()) - static_cast<double>(free0)) / (1 << 20));
       CHECK(cudaEventRecord(b_.e2, b_.app));
       Kernel(x_, b_.app);
       CHECK(cudaEventRecord(b_.e3, b_.app));
-      CHECK(cudaDeviceSynchronize());
-      float a = 0, k = 0;
-      CHECK(cudaEventElapsedTime(&a, b_.e0, b_.e1));
-      CHECK(cudaEventElapsedTime(&k, b_.e2, b_.e3));
-      op.push_back(a);
-      kern.push_back(k);
-    }
+      return us;
+    }, {b_.e0, b_.e1}, {b_.e2, b_.e3});
+    DupFigures f{t.host_us, t.op_ms, Median(released), t.kernel_ms, true};
     // Once more, untimed: the contents before the calls and after them (a reading pass moves pages, so it is kept
     // out of the timed runs).
     setup();
@@ -246,10 +237,6 @@ class DupBench {
     ops();
     f.intact = Checksum() == before;
     Clean();
-    f.host_us = Median(host);
-    f.op_ms = Median(op);
-    f.released_mib = Median(released);
-    f.kernel_ms = Median(kern);
     return f;
   }
 
