@@ -6,7 +6,7 @@
 #define KARMA_ENV_TABLE(X)                                                                                      \
   X(KARMA_CAPACITY, kCapacity, "0.9", "",                                                                       \
     "Device memory KARMA may fill with tensors: bytes with a unit (512MiB, 16GiB) or a fraction of the "        \
-    "device's memory (0.8).")                                                                                   \
+    "device memory free when KARMA starts (0.8).")                                                              \
   X(KARMA_MODE, kEnum, "auto", "auto|record|replay|um|off",                                                     \
     "auto: record an iteration, plan, then replay; record: record only; replay: run KARMA_PLAN; um: managed "   \
     "memory paging without a plan; off: pass everything through.")                                              \

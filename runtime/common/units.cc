@@ -1,6 +1,7 @@
 // Parsing and printing of byte quantities and capacities.
 #include "runtime/common/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -80,15 +81,15 @@ Result<uint64_t> ParseBytes(std::string_view text) {
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
-uint64_t Capacity::Resolve(uint64_t device_total_bytes) const {
+uint64_t Capacity::Resolve(uint64_t device_total_bytes, uint64_t device_free_bytes) const {
   if (!is_fraction) return bytes;
-  return static_cast<uint64_t>(fraction * static_cast<double>(device_total_bytes));
+  return static_cast<uint64_t>(fraction * static_cast<double>(std::min(device_total_bytes, device_free_bytes)));
 }
 
 std::string Capacity::ToString() const {
   if (!is_fraction) return FormatBytes(bytes);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g of device memory", fraction);
+  std::snprintf(buf, sizeof buf, "%.3g of free device memory", fraction);
   return buf;
 }
 

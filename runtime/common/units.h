@@ -27,13 +27,16 @@ struct Capacity {
   double fraction = 0;  // in (0, 1] when is_fraction
   uint64_t bytes = 0;   // when !is_fraction
 
-  uint64_t Resolve(uint64_t device_total_bytes) const;
+  // A fraction applies to the device memory free when KARMA first looks (at most the total): on a device that
+  // other processes share, what they hold is not KARMA's to fill, and what this process's context already holds
+  // is not the tensors'. Bytes are taken as given.
+  uint64_t Resolve(uint64_t device_total_bytes, uint64_t device_free_bytes) const;
   std::string ToString() const;
 };
 
 inline constexpr const char* kCapacityForms =
     "bytes with a unit (512MiB, 16GiB, 1.5GB), plain bytes (1048576), "
-    "or a fraction of device memory with a decimal point (0.8, 1.0)";
+    "or a fraction of free device memory with a decimal point (0.8, 1.0)";
 
 // "0.8" and "1.0" are fractions (a decimal point and no unit, at most 1); everything else is bytes.
 Result<Capacity> ParseCapacity(std::string_view text);

@@ -210,7 +210,18 @@ void Session::EnsureDeviceInfo() {
     if (!RealMemGetInfo(api_, &free, &total)) return;
     device_baseline_bytes_.store(total > free ? total - free : 0, std::memory_order_relaxed);
     stats_->device_total_bytes.store(total, std::memory_order_relaxed);
-    stats_->budget_bytes.store(config_.capacity.Resolve(total), std::memory_order_relaxed);
+    const uint64_t budget = config_.capacity.Resolve(total, free);
+    stats_->budget_bytes.store(budget, std::memory_order_relaxed);
+    if (budget > free) {
+      KARMA_LOG(kWarn,
+                "KARMA_CAPACITY {} is more than the {} free on the device ({} of {} held already, by this process's "
+                "context and any other process): the driver will evict beyond the plan",
+                FormatBytes(budget), FormatBytes(free), FormatBytes(total - std::min<uint64_t>(free, total)),
+                FormatBytes(total));
+    } else if (config_.capacity.is_fraction && free + total / 10 < total) {
+      KARMA_LOG(kInfo, "budget {}: {} of the {} free on the device ({} in all)", FormatBytes(budget),
+                config_.capacity.ToString(), FormatBytes(free), FormatBytes(total));
+    }
   });
 }
 
@@ -351,7 +362,9 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
 
 void Session::AdjustMemInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return;
-  const uint64_t budget = config_.capacity.Resolve(*total);
+  EnsureDeviceInfo();
+  uint64_t budget = stats_->budget_bytes.load(std::memory_order_relaxed);
+  if (budget == 0) budget = config_.capacity.Resolve(*total, *free);  // the device could not be asked before
   const uint64_t used = arena_.usage().live_bytes;
   const uint64_t left = budget > used ? budget - used : 0;
   *free = static_cast<size_t>(std::min<uint64_t>(*free, left));

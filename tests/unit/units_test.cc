@@ -34,14 +34,17 @@ TEST(ParseCapacity, FractionsNeedADecimalPoint) {
   ASSERT_TRUE(f.ok());
   EXPECT_TRUE(f->is_fraction);
   EXPECT_DOUBLE_EQ(f->fraction, 0.8);
-  EXPECT_EQ(f->Resolve(10 * kGiB), 8 * kGiB);
+  EXPECT_EQ(f->Resolve(10 * kGiB, 10 * kGiB), 8 * kGiB);
+  // Of the memory free at the start: another process holding 8 GiB of 10 leaves 0.8 of 2.
+  EXPECT_EQ(f->Resolve(10 * kGiB, 2 * kGiB), static_cast<uint64_t>(0.8 * 2 * kGiB));
+  EXPECT_EQ(f->Resolve(10 * kGiB, 12 * kGiB), 8 * kGiB);  // never beyond the device
   auto whole = ParseCapacity("1.0");
   ASSERT_TRUE(whole.ok());
-  EXPECT_EQ(whole->Resolve(16 * kGiB), 16 * kGiB);
+  EXPECT_EQ(whole->Resolve(16 * kGiB, 16 * kGiB), 16 * kGiB);
   auto bytes = ParseCapacity("512MiB");
   ASSERT_TRUE(bytes.ok());
   EXPECT_FALSE(bytes->is_fraction);
-  EXPECT_EQ(bytes->Resolve(16 * kGiB), 512 * kMiB);
+  EXPECT_EQ(bytes->Resolve(16 * kGiB, 256 * kMiB), 512 * kMiB);  // bytes as given, even beyond what is free
   EXPECT_EQ(ParseCapacity("4096")->bytes, 4096u);
 }
 

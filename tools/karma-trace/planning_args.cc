@@ -110,7 +110,7 @@ std::unique_ptr<PlanningInput> ResolvePlanningInput(const PlanningArgs& args) {
       Fail(c.status().WithContext("--capacity"));
       return nullptr;
     }
-    capacity = c->Resolve(hw->memory_bytes);
+    capacity = c->Resolve(hw->memory_bytes, hw->memory_bytes);
   } else if (args.pressure > 0) {
     capacity = static_cast<uint64_t>(static_cast<double>(p->ideal_peak) / args.pressure);
   }
