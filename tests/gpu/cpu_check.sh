@@ -18,6 +18,12 @@ bash -n "$here/lent_session.sh" || fail "lent_session.sh does not parse"
 [[ $? == 2 ]] || fail "--iters 0 must be refused with exit 2"
 "$here/run_gpu_suite.sh" --models vgg >/dev/null 2>&1
 [[ $? == 2 ]] || fail "an unknown model must be refused with exit 2"
+"$here/run_gpu_suite.sh" --configs plain,vgg >/dev/null 2>&1
+[[ $? == 2 ]] || fail "an unknown row must be refused with exit 2"
+"$here/run_gpu_suite.sh" --configs um-full >/dev/null 2>&1
+[[ $? == 2 ]] || fail "a KARMA row without plain or --capacity must be refused with exit 2"
+"$here/run_gpu_suite.sh" --occupy-margin 3PB >/dev/null 2>&1
+[[ $? == 2 ]] || fail "an --occupy-margin that is no size must be refused with exit 2"
 
 # No GPU here: the suite must stop at once, saying what is missing (a PATH without nvidia-smi makes sure).
 mkdir "$tmp/bin"
@@ -64,6 +70,27 @@ grep -q "the plan assumed 20 and 7 GB/s (h100-80g-um) -- planning with the host 
 grep -q "1.27 GiB at the in-core peak); plan p.json -- replaying the plan from iteration 5: 0 prefetches" \
   "$tmp/fake/t.md" || fail "the plan's lines must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 
+# The device made short of memory: occupy.py's sizing against a fake device, and the rows it gives.
+python3 "$here/occupy.py" --self-test >/dev/null || fail "occupy.py --self-test"
+python3 "$here/occupy.py" --leave 3PB >/dev/null 2>&1
+[[ $? == 64 ]] || fail "occupy.py must refuse a size it cannot read with exit 64"
+mkdir "$tmp/full"
+python3 - "$tmp/full" <<'PY' || fail "could not write the fake results"
+import json, os, sys
+d = sys.argv[1]
+ok = {"status": "ok", "losses": [1.0, 0.5], "times_ms": [10.0], "ms_mean": 10.0}
+for config, r in (("plain", ok), ("plain-full", {"status": "oom", "message": "CUDA out of memory"}), ("um-full", ok)):
+    json.dump(r, open(os.path.join(d, f"gpt2-{config}.json"), "w"))
+open(os.path.join(d, "gpt2-um-full.occupy"), "w").write("occupy: holding 75.00 GiB on GPU; 2.10 GiB of 79.10 GiB free\n")
+PY
+python3 "$here/summarize.py" "$tmp/full" --md "$tmp/full/t.md" >/dev/null ||
+  fail "an out-of-memory plain run on the device short of memory is expected: exit $?"
+grep -q '^| gpt2 | KARMA_MODE=um, device short of memory | ok |' "$tmp/full/t.md" || fail "um-full row: $(cat "$tmp/full/t.md")"
+grep -q '^- gpt2 um-full: occupy: holding 75.00 GiB' "$tmp/full/t.md" || fail "occupy line: $(cat "$tmp/full/t.md")"
+mv "$tmp/full/gpt2-plain-full.json" "$tmp/full/gpt2-um.json"
+python3 "$here/summarize.py" "$tmp/full" >/dev/null
+[[ $? == 2 ]] || fail "an out-of-memory run elsewhere must fail the summary"
+
 if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
   echo "skipped the Python checks: $python has no PyTorch/torchvision"
   exit 77
@@ -76,11 +103,14 @@ fi
 assert r["status"] == "ok" and r["parameters"] > 25_000_000 and len(r["losses"]) == 1, r' "$tmp/r.json" ||
   fail "ResNet-50 result: $(cat "$tmp/r.json")"
 
-"$here/run_gpu_suite.sh" --dry-run --models gpt2 --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
+"$here/run_gpu_suite.sh" --dry-run --models gpt2 --occupy --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
   fail "dry run of the suite: $(tail -20 "$tmp/suite.log")"
 md=$tmp/suite/gpu-results.md
-[[ $(grep -c '^| gpt2 |' "$md") == 6 ]] || fail "expected 6 gpt2 rows: $(cat "$md")"
+[[ $(grep -c '^| gpt2 |' "$md") == 9 ]] || fail "expected 9 gpt2 rows: $(cat "$md")"
 grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
   fail "checkpointing must reproduce the plain losses: $(cat "$md")"
 grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
+grep -q '^- gpt2 plain-full: occupy: holding 7.00 GiB on a fake device; 1.00 GiB of 8.00 GiB free' "$md" ||
+  fail "the plain-full row must run beside occupy.py (a fake device in a dry run): $(cat "$md")"
+! pgrep -f "occupy.py --leave 1GiB --ready $tmp/suite" >/dev/null || fail "occupy.py outlived its row"
 echo "ok: GPU suite scripts checked without a GPU"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
 # only a few files, and may replace the bundle's folder between calls): the managed-memory probe, the suite at
-# small sizes, and each model's caching-allocator KARMA row again with KARMA_MOVE_THREADS=1 (moves from KARMA's
-# own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
+# small sizes (plain, KARMA with either allocator, and managed memory alone and KARMA on the device made short of
+# memory by occupy.py), and each model's caching-allocator KARMA row again with KARMA_MOVE_THREADS=1 (moves from
+# KARMA's own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
 # BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz and traces.tgz; SECONDS: the whole session's
 # limit (default 540). Prints the suite's table at the end. See tests/gpu/README.md.
@@ -54,7 +55,7 @@ reserve=210
 say "suite ($(($(left) - reserve)) s)"
 timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
   --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-  --gpt2-args "--layers 6 --batch 4" >"$work/suite.txt" 2>&1
+  --gpt2-args "--layers 6 --batch 4" --configs plain,karma,karma-async,um-full,karma-full >"$work/suite.txt" 2>&1
 say "suite: exit $?"
 
 # The caching-allocator rows again, at the suite's capacity and sizes, with the moves from KARMA's own threads

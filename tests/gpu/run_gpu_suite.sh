@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite: builds KARMA, runs the phase-1 record smoke test, then trains a torchvision ResNet-50 and a
 # GPT-2-style model with PyTorch plain, under LD_PRELOAD=libkarma.so with a KARMA_CAPACITY below the iteration's
-# need (default caching allocator and cudaMallocAsync), with KARMA_MODE=um, and with torch.utils.checkpoint;
-# prints a table and writes it as Markdown for docs/gpu-results.md. See tests/gpu/README.md.
+# need (default caching allocator and cudaMallocAsync), with KARMA_MODE=um, and with torch.utils.checkpoint
+# (with --occupy, also on a device made that small by tests/gpu/occupy.py); prints a table and writes it as
+# Markdown for docs/gpu-results.md. See tests/gpu/README.md.
 set -uo pipefail
 
 usage() {
@@ -19,6 +20,13 @@ usage: tests/gpu/run_gpu_suite.sh [options]
   --resnet50-args STR  extra train_bench.py arguments for ResNet-50 (e.g. "--batch 128")
   --gpt2-args STR      extra train_bench.py arguments for the GPT-2 model (e.g. "--layers 12 --seq 2048")
   --timeout S          limit per run, in seconds (default: 1800)
+  --occupy             also run plain, KARMA_MODE=um and KARMA (caching allocator) with the GPU really short of
+                       memory: tests/gpu/occupy.py holds all but KARMA_CAPACITY + what the plain run needed outside
+                       PyTorch's allocator + --occupy-margin (rows plain-full, um-full, karma-full)
+  --occupy-margin B    bytes left free beyond that (default: 256MiB)
+  --configs LIST       comma-separated rows to run, in the suite's order whatever the list's (default: plain,
+                       plain-again,checkpoint,karma,karma-async,um, and with --occupy plain-full,um-full,karma-full);
+                       the KARMA rows need plain (for KARMA_CAPACITY) unless --capacity is given
   --skip-build         use the existing build
   --check              only check the prerequisites
   --dry-run            no GPU: the Python runs on the CPU with tiny models; KARMA runs are reported as skipped
@@ -43,12 +51,16 @@ check_only=0
 dry_run=0
 resnet50_args=""
 gpt2_args=""
+occupy=0
+occupy_margin=256MiB
+configs=""
+all_configs=plain,plain-again,checkpoint,karma,karma-async,um,plain-full,um-full,karma-full
 command_line="tests/gpu/run_gpu_suite.sh $*"
 
 while (($#)); do
   case $1 in
     --out | --build | --python | --models | --pressure | --capacity | --iters | --warmup | --resnet50-args | \
-      --gpt2-args | --timeout)
+      --gpt2-args | --timeout | --occupy-margin | --configs)
       (($# >= 2)) || { echo "run_gpu_suite: $1 needs a value" >&2; exit 2; } ;;
   esac
   case $1 in
@@ -63,6 +75,9 @@ while (($#)); do
     --resnet50-args) resnet50_args=$2; shift ;;
     --gpt2-args) gpt2_args=$2; shift ;;
     --timeout) timeout_s=$2; shift ;;
+    --occupy) occupy=1 ;;
+    --occupy-margin) occupy_margin=$2; shift ;;
+    --configs) configs=$2; shift ;;
     --skip-build) skip_build=1 ;;
     --check) check_only=1 ;;
     --dry-run) dry_run=1 ;;
@@ -76,6 +91,22 @@ done
 [[ $pressure =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "run_gpu_suite: --pressure must be a number" >&2; exit 2; }
 [[ $iters =~ ^([1-9][0-9]*)?$ && $warmup =~ ^[0-9]*$ && $timeout_s =~ ^[1-9][0-9]*$ ]] ||
   { echo "run_gpu_suite: --iters, --warmup and --timeout take whole numbers" >&2; exit 2; }
+[[ $occupy_margin =~ ^[0-9]+(\.[0-9]+)?([KkMmGgTt]([Ii]?[Bb])?|[Bb])?$ ]] ||
+  { echo "run_gpu_suite: --occupy-margin must be a size (e.g. 256MiB)" >&2; exit 2; }
+if [[ -z $configs ]]; then
+  configs=plain,plain-again,checkpoint,karma,karma-async,um
+  ((occupy)) && configs+=,plain-full,um-full,karma-full
+fi
+for c in ${configs//,/ }; do
+  [[ ,$all_configs, == *,$c,* ]] || { echo "run_gpu_suite: unknown row $c (rows: $all_configs)" >&2; exit 2; }
+done
+wanted() { [[ ,$configs, == *,$1,* ]]; }
+occupy_env=()
+((dry_run)) && occupy_env=(OCCUPY_FAKE_FREE=8GiB)  # no GPU: occupy.py holds memory of a fake device
+for c in karma karma-async um plain-full um-full karma-full; do
+  wanted "$c" && [[ -z $capacity ]] && ! wanted plain &&
+    { echo "run_gpu_suite: row $c needs plain or --capacity (for KARMA_CAPACITY)" >&2; exit 2; }
+done
 for m in ${models//,/ }; do
   [[ $m == resnet50 || $m == gpt2 ]] || { echo "run_gpu_suite: unknown model $m" >&2; exit 2; }
 done
@@ -119,7 +150,7 @@ fi
 ((check_only)) && { say "prerequisites present"; exit 0; }
 
 mkdir -p "$out" || { echo "run_gpu_suite: cannot create $out" >&2; exit 2; }
-rm -f "$out"/*.json "$out"/*.log "$out"/record_smoke.txt
+rm -f "$out"/*.json "$out"/*.log "$out"/*.occupy "$out"/record_smoke.txt
 
 # ---- build ---------------------------------------------------------------------------------------------
 lib=$build/lib/libkarma.so
@@ -157,6 +188,7 @@ note() {  # FILE STATUS MESSAGE
 run() {
   local model=$1 config=$2
   shift 2
+  wanted "$config" || return 0
   local env_vars=()
   while [[ $1 != -- ]]; do env_vars+=("$1"); shift; done
   shift
@@ -177,12 +209,39 @@ run() {
   say "$model $config: $("$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["status"], r.get("message", ""))' "$json")"
 }
 
+# occupied MODEL CONFIG LEAVE [run's arguments...]: `run` beside tests/gpu/occupy.py holding all but LEAVE bytes of
+# the device; a result that says why when the holder cannot start.
+occupied() {
+  local model=$1 config=$2 leave=$3
+  shift 3
+  wanted "$config" || return 0
+  local ready=$out/$model-$config.occupy log=$out/$model-$config.occupy.log
+  rm -f "$ready"
+  env -u LD_PRELOAD "${occupy_env[@]}" "$python" "$here/occupy.py" --leave "$leave" --ready "$ready" --parent $$ >"$log" 2>&1 &
+  local holder=$! waited=0
+  while [[ ! -s $ready ]] && kill -0 "$holder" 2>/dev/null && ((waited < 120)); do sleep 1; ((waited++)); done
+  if [[ ! -s $ready ]]; then
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+    note "$out/$model-$config.json" error "occupy.py did not hold the memory: $(tail -1 "$log" | tr -d '"\\')"
+    say "$model $config: $(tail -1 "$log")"
+    return
+  fi
+  say "$model $config: $(cat "$ready")"
+  run "$model" "$config" "$@"
+  kill "$holder" 2>/dev/null
+  wait "$holder" 2>/dev/null
+}
+
 for model in ${models//,/ }; do
   run "$model" plain -- || true
   run "$model" plain-again -- || true  # how closely plain PyTorch reproduces itself: the floor of loss agreement
   run "$model" checkpoint -- --checkpoint || true
   if ((dry_run)); then
-    for config in karma karma-async um; do note "$out/$model-$config.json" "skipped (dry run)" "no GPU"; done
+    for config in karma karma-async um um-full karma-full; do
+      wanted "$config" && note "$out/$model-$config.json" "skipped (dry run)" "no GPU"
+    done
+    occupied "$model" plain-full 1GiB -- || true  # the holder on a fake device (occupy_env)
     continue
   fi
   cap=$capacity
@@ -193,8 +252,8 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
       "$out/$model-plain.json" "$pressure")
   fi
   if [[ -z $cap ]]; then
-    for config in karma karma-async um; do
-      note "$out/$model-$config.json" "skipped (no plain reference)" "the plain run failed; give --capacity"
+    for config in karma karma-async um plain-full um-full karma-full; do
+      wanted "$config" && note "$out/$model-$config.json" "skipped (no plain reference)" "the plain run failed; give --capacity"
     done
     continue
   fi
@@ -203,6 +262,18 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
   run "$model" karma "${karma[@]}" -- || true
   run "$model" karma-async "${karma[@]}" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- || true
   run "$model" um "${karma[@]}" KARMA_MODE=um -- || true
+  if wanted plain-full || wanted um-full || wanted karma-full; then
+    leave=$("$python" -c 'import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from occupy import parse_bytes
+r = json.load(open(sys.argv[2])) if os.path.exists(sys.argv[2]) else {}
+print(parse_bytes(sys.argv[3]) + r.get("outside_torch_bytes", 0) + parse_bytes(sys.argv[4]))' \
+      "$here" "$out/$model-plain.json" "$cap" "$occupy_margin")
+    say "$model: the device short of memory: $leave bytes left free"
+    occupied "$model" plain-full "$leave" -- || true
+    occupied "$model" um-full "$leave" "${karma[@]}" KARMA_MODE=um -- || true
+    occupied "$model" karma-full "$leave" "${karma[@]}" -- || true
+  fi
 done
 
 # ---- the table -----------------------------------------------------------------------------------------------

@@ -229,7 +229,10 @@ def train(torch, args, result):
         result.update(peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
                       peak_reserved_bytes=torch.cuda.max_memory_reserved(device))
         free, total = torch.cuda.mem_get_info(device)
-        result.update(mem_free_bytes=free, mem_total_bytes=total)
+        # Device memory that is not PyTorch's tensors or cache: the context, modules, library handles (what a run
+        # beside tests/gpu/occupy.py needs free on top of its tensors' budget).
+        outside = total - free - torch.cuda.memory_reserved(device)
+        result.update(mem_free_bytes=free, mem_total_bytes=total, outside_torch_bytes=max(outside, 0))
 
 
 def main(argv):
