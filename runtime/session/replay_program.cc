@@ -352,6 +352,33 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     }
     prog->kept_bytes = std::move(kept);
   }
+  // Evictions that read duplication could spare (counted for the log, not acted on): a plan swap-in of a buffer in
+  // memory the application keeps, then that buffer's next move an eviction, with nothing writing it in between
+  // (entry k's moves go out before op k, after the recomputes before it; a touch counts as a write). Marked
+  // read-mostly before it comes back, the host's copy would stay current and the device's could leave without a
+  // write-back (tests/gpu/um_costs.cu measures whether it can on a GPU).
+  {
+    std::vector<bool> back(it.buffers.size(), false);  // swapped in, not written since
+    for (uint32_t k = 0; k <= n; ++k) {
+      for (const ReplayProgram::Item& item : prog->after[k]) {
+        const trace::BufferId b = item.buffer;
+        if (b >= back.size()) continue;
+        if (item.move == ReplayProgram::Move::kEvict && back[b]) {
+          prog->duplicable++;
+          prog->duplicable_bytes += rec.buffers[b].bytes;
+        }
+        back[b] = item.move == ReplayProgram::Move::kPrefetch && item.action < plan.actions.size() &&
+                  plan.actions[item.action].kind == policy::ActionKind::kSwapIn &&
+                  !rec.buffers[b].allocated_inside && rec.buffers[b].origin == Origin::kArena;
+      }
+      if (k == n) break;
+      for (uint32_t r : prog->recompute_before[k]) {
+        for (trace::BufferId b : prog->recomputes[r].written) back[b] = false;
+        for (trace::BufferId b : prog->recomputes[r].targets) back[b] = false;
+      }
+      for (trace::BufferId b : acc.ops[k].writes) back[b] = false;
+    }
+  }
   prog->repopulated = repopulated;
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();
@@ -359,10 +386,12 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   prog->summary = fmt::format("{} prefetches, {} evictions of {} ({} of values dead until a later write, {}), {} "
                               "discards ({} left to frees, {} of values a recompute overwrites), {} recomputes of {} "
                               "launches; dead values in memory the application keeps: {} evicted ({}), {} left on the "
-                              "device; {} evicted values repopulated for an overwrite, the others brought back",
+                              "device; {} evicted values repopulated for an overwrite, the others brought back; {} "
+                              "evictions follow a swap-in with no write in between ({}: read duplication could spare their write-backs)",
                               prefetches, evictions, FormatBytes(evicted_bytes), renewed, FormatBytes(renewed_bytes),
                               discards + rebuilt, dropped, rebuilt, prog->recomputes.size(), kernels,
-                              prog->dead_evictions, FormatBytes(dead_bytes), prog->dead_kept, prog->repopulated);
+                              prog->dead_evictions, FormatBytes(dead_bytes), prog->dead_kept, prog->repopulated,
+                              prog->duplicable, FormatBytes(prog->duplicable_bytes));
   return std::shared_ptr<const ReplayProgram>(std::move(prog));
 }
 

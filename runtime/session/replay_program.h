@@ -99,6 +99,10 @@ struct ReplayProgram {
   size_t renewed = 0;     // plan evictions of values dead until a later write, in memory the application keeps
   // Of dead_evictions and renewed: repopulated before an overwrite instead of brought back (`overwritten`).
   size_t repopulated = 0;
+  // Evictions of buffers a plan swap-in brought back with nothing writing them since (memory the application
+  // keeps): a read-duplicated copy could leave without a write-back. Counted for the log.
+  size_t duplicable = 0;
+  uint64_t duplicable_bytes = 0;
   std::string summary;                            // counts, for the log
 
   // Nothing to move: the plan fits in the budget as the application runs it. The executor then leaves freed

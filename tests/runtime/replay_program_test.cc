@@ -318,6 +318,29 @@ TEST(CompileProgram, DeadValueInMemoryTheApplicationKeepsIsEvictedAndBroughtBack
   for (const ReplayProgram::Item& it : p.after[5]) EXPECT_NE(it.move, ReplayProgram::Move::kDiscard);
 }
 
+// Read duplication is counted, not acted on: buffer 1 comes back for op 4 (a plan swap-in), which only reads it,
+// and leaves after it as a dead value. Its host copy was current all along: a read-duplicated copy could have left
+// without a write-back. With op 4 writing it, that eviction writes back a new value.
+TEST(CompileProgram, EvictionsAReadDuplicatedCopyCouldSpareAreCounted) {
+  for (const bool written : {false, true}) {
+    RecordedIteration rec = FiveOpsInKeptMemory();
+    for (ReplayBuffer& rb : rec.buffers) rb.origin = Origin::kArena;
+    if (written) rec.it.ops[4].writes = {1};
+    policy::Plan plan = ManagedPlan(4u << 20);
+    plan.actions = {Act(policy::ActionKind::kSwapOut, 1, 3), Act(policy::ActionKind::kSwapIn, 1, 3, 4)};
+    auto prog = CompileProgram(rec, plan);
+    ASSERT_TRUE(prog.ok()) << prog.status().message();
+    const ReplayProgram& p = **prog;
+    EXPECT_EQ(MoveOf(p, 5, 1), ReplayProgram::Move::kEvict);
+    EXPECT_EQ(p.duplicable, written ? 0u : 1u) << p.summary;
+    EXPECT_EQ(p.duplicable_bytes, written ? 0u : 4u << 20);
+    EXPECT_NE(p.summary.find(written ? "0 evictions follow a swap-in with no write in between (0 B"
+                                     : "1 evictions follow a swap-in with no write in between (4.00 MiB"),
+              std::string::npos)
+        << p.summary;
+  }
+}
+
 // When the next iteration's first use of such a value is a library call (or copy, memset) that overwrites it
 // without reading it, nothing brings the dead bytes back: the executor repopulates its pages right before that call
 // (once the call's operands confirm it writes all of them), and no prefetch is planned for it.
