@@ -230,6 +230,11 @@ void Session::UpdateUsage() {
   const uint64_t used = u.live_bytes + registry_.bytes(Origin::kDevice);
   stats_->arena_reserved_bytes.store(u.reserved_bytes, std::memory_order_relaxed);
   stats_->used_bytes.store(used, std::memory_order_relaxed);
+  if (recording_active_.load(std::memory_order_relaxed)) {
+    uint64_t held = recording_held_peak_.load(std::memory_order_relaxed);
+    while (used > held && !recording_held_peak_.compare_exchange_weak(held, used)) {
+    }
+  }
   uint64_t peak = stats_->peak_used_bytes.load(std::memory_order_relaxed);
   while (used > peak && !stats_->peak_used_bytes.compare_exchange_weak(peak, used)) {
   }
@@ -959,6 +964,7 @@ void Session::StartRecordingLocked(bool by_marker) {
     if (api_.cudaGetDevice(&rec->device) != cudaSuccess) errors.Failed();
   }
   recording_ = std::move(rec);
+  recording_held_peak_.store(stats_->used_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   recording_active_.store(true, std::memory_order_release);
   SetState(live::State::kRecording);
   KARMA_LOG(kInfo, "recording iteration {}{}", recording_->iteration,
@@ -1219,9 +1225,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     } else {
       // The in-core peak tells a plan that fits from a recording that missed memory (on an H100, ResNet-50 under
       // cudaMallocAsync planned "fits in core" for 1.91 GiB with 3.02 GiB allocated at the run's peak).
-      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}; {} at the in-core peak); "
-                "plan {}", policy::ProfileLabel(profile), FormatBytes(capacity), outcome->simulated_s * 1e3,
-                outcome->incore_s * 1e3, outcome->plan.note, FormatBytes(outcome->incore_peak_bytes),
+      const uint64_t held = recording_held_peak_.load(std::memory_order_relaxed);
+      KARMA_LOG(kInfo, "planned on {} for {}: {:.2f} ms simulated, {:.2f} ms in core ({}; {} at the in-core peak, "
+                "{} held at once while it was recorded); plan {}", policy::ProfileLabel(profile),
+                FormatBytes(capacity), outcome->simulated_s * 1e3, outcome->incore_s * 1e3, outcome->plan.note,
+                FormatBytes(outcome->incore_peak_bytes), FormatBytes(held),
                 outcome->path.empty() ? "not saved" : outcome->path);
     }
     if (Status st = install(outcome->plan, outcome->path, profile); !st.ok()) {

@@ -238,6 +238,10 @@ class Session {
   std::once_flag device_info_once_;
   // Device memory in use (cudaMemGetInfo) when the first allocation came: the context and the libraries.
   std::atomic<uint64_t> device_baseline_bytes_{0};
+  // The most bytes the application held at once (arena blocks and device allocations) while the last recording ran:
+  // beside the recorded iteration's in-core peak, it tells frees long after the last uses the recording saw, or
+  // uses it did not see.
+  std::atomic<uint64_t> recording_held_peak_{0};
 
   // Detection and recording, under record_mu_.
   std::mutex record_mu_;
