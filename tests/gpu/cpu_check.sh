@@ -51,7 +51,7 @@ for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iteratio
                         "device, 4 GB/s to the host (traces/link-NVIDIA_H100_80GB_HBM3.json; the profile says 20 "
                         "and 7)\n"
                         "karma: planned on h100-80g-um for 1.91 GiB: 9.00 ms simulated, 5.00 ms in core (fits in "
-                        "core; 1.27 GiB at the in-core peak); plan p.json\n"
+                        "core; 1.27 GiB at the in-core peak, 3.02 GiB held at once while it was recorded); plan p.json\n"
                         "karma: replaying the plan from iteration 5: 0 prefetches, 0 evictions of 0 B")):
     json.dump(run([1.0, 0.5]), open(os.path.join(d, f"gpt2-{config}.json"), "w"))
     if summary:
@@ -67,7 +67,7 @@ grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.m
   fail "the measured link must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 grep -q "the plan assumed 20 and 7 GB/s (h100-80g-um) -- planning with the host link an earlier run measured" \
   "$tmp/fake/t.md" || fail "the link an earlier run recorded must be kept beside the summary: $(cat "$tmp/fake/t.md")"
-grep -q "1.27 GiB at the in-core peak); plan p.json -- replaying the plan from iteration 5: 0 prefetches" \
+grep -q "1.27 GiB at the in-core peak, 3.02 GiB held at once while it was recorded); plan p.json -- replaying the plan from iteration 5: 0 prefetches" \
   "$tmp/fake/t.md" || fail "the plan's lines must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 
 # The device made short of memory: occupy.py's sizing against a fake device, and the rows it gives.
