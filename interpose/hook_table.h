@@ -67,6 +67,13 @@
     (func, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                         \
   X(kCudart, cudaError_t, cudaLaunchKernelExC_ptsz,                                                             \
     (const cudaLaunchConfig_t* config, const void* func, void** args), (config, func, args), KARMA_NO_LOOKUP)    \
+  /* cooperative launches (grid-wide synchronization): recorded like any kernel, never launched again */        \
+  X(kCudart, cudaError_t, cudaLaunchCooperativeKernel,                                                          \
+    (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),         \
+    (func, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                         \
+  X(kCudart, cudaError_t, cudaLaunchCooperativeKernel_ptsz,                                                     \
+    (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),         \
+    (func, gridDim, blockDim, args, sharedMem, stream), KARMA_NO_LOOKUP)                                         \
   /* what nvcc 13's <<<>>> calls, with the handle __cudaGetKernel gave (crt/host_runtime.h): libcudart serves   \
      it without calling its exported cudaLaunchKernel */                                                        \
   X(kCudart, cudaError_t, __cudaLaunchKernel,                                                                   \
@@ -146,6 +153,18 @@
   X(kDriver, CUresult, cuLaunchKernelEx_ptsz,                                                                   \
     (const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra),                             \
     (config, f, kernelParams, extra), KARMA_LOOKUP("cuLaunchKernelEx", 11060, 0, kPerThreadStream))              \
+  X(kDriver, CUresult, cuLaunchCooperativeKernel,                                                               \
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,  \
+     unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,              \
+     void** kernelParams),                                                                                       \
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams),   \
+    KARMA_LOOKUP("cuLaunchCooperativeKernel", 9000, 0, kLegacyStream))                                           \
+  X(kDriver, CUresult, cuLaunchCooperativeKernel_ptsz,                                                          \
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,  \
+     unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,              \
+     void** kernelParams),                                                                                       \
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams),   \
+    KARMA_LOOKUP("cuLaunchCooperativeKernel", 9000, 0, kPerThreadStream))                                        \
   X(kDriver, CUresult, cuGetProcAddress, (const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags),   \
     (symbol, pfn, cudaVersion, flags), KARMA_LOOKUP("cuGetProcAddress", 11030, 12000, kAnyStream))               \
   X(kDriver, CUresult, cuGetProcAddress_v2,                                                                     \

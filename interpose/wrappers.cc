@@ -22,6 +22,10 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                              unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                        void** kernelParams);
 int nvtxRangePushA(const char* message);
 int nvtxRangePop(void);
 }
@@ -31,6 +35,8 @@ static_assert(std::is_same_v<decltype(&cuMemAllocAsync_ptsz), PFN_cuMemAllocAsyn
 static_assert(std::is_same_v<decltype(&cuMemFreeAsync_ptsz), PFN_cuMemFreeAsync_v11020_ptsz>);
 static_assert(std::is_same_v<decltype(&cuLaunchKernel_ptsz), PFN_cuLaunchKernel_v7000_ptsz>);
 static_assert(std::is_same_v<decltype(&cuLaunchKernelEx_ptsz), PFN_cuLaunchKernelEx_v11060_ptsz>);
+static_assert(std::is_same_v<decltype(&cuLaunchCooperativeKernel), PFN_cuLaunchCooperativeKernel_v9000>);
+static_assert(std::is_same_v<decltype(&cuLaunchCooperativeKernel_ptsz), PFN_cuLaunchCooperativeKernel_v9000_ptsz>);
 static_assert(std::is_same_v<decltype(&cuMemAlloc_v2), PFN_cuMemAlloc_v3020>);
 static_assert(std::is_same_v<decltype(&cuLaunchKernel), PFN_cuLaunchKernel_v4000>);
 

@@ -1,6 +1,9 @@
 // Hook handlers for kernel launches, copies, memsets, synchronization, streams, events, graph capture and NVTX
 // ranges: each op is shown to the session before its real call and closed after it.
 #include "interpose/hooks.h"
+
+#include <type_traits>
+
 #include "runtime/session/hook_util.h"
 
 namespace karma::hook {
@@ -83,14 +86,16 @@ namespace {
 // function does not exist, then it is assumed to be a cudaKernel_t and used as is"), so the session treats the
 // handle as the kernel's identity and a recompute relaunches it with the same entry point. Only the legacy
 // default-stream forms are relaunched.
+// Cooperative launches are observed but never relaunched: a recompute or a run on copies through the plain entry
+// point would break their grid-wide synchronization.
 template <typename RealCall>
 cudaError_t LaunchRuntime(const void* real, const void* func, dim3 grid, dim3 block, void** args, size_t shared,
-                          cudaStream_t stream, bool per_thread, RealCall call) {
+                          cudaStream_t stream, bool per_thread, RealCall call, bool cooperative = false) {
   Session* s = Session::Get();
   if (s == nullptr) return call();
   const uint32_t g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   OpDesc d = Kernel(func, false, g, b, args, nullptr, per_thread ? rt::PerThreadKeyOf(stream) : rt::KeyOf(stream));
-  if (!per_thread) d = Relaunchable(std::move(d), rt::LaunchApi::kRuntime, real, shared);
+  if (!per_thread && !cooperative) d = Relaunchable(std::move(d), rt::LaunchApi::kRuntime, real, shared);
   return rt::Observed(s, d, cudaSuccess, call);
 }
 
@@ -132,6 +137,21 @@ cudaError_t __cudaLaunchKernel_ptsz(__cudaLaunchKernel_ptsz_fn real, cudaKernel_
                        [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
 }
 
+cudaError_t cudaLaunchCooperativeKernel(cudaLaunchCooperativeKernel_fn real, const void* func, dim3 gridDim,
+                                        dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream) {
+  return LaunchRuntime(
+      reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, false,
+      [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); }, true);
+}
+
+cudaError_t cudaLaunchCooperativeKernel_ptsz(cudaLaunchCooperativeKernel_ptsz_fn real, const void* func,
+                                             dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                             cudaStream_t stream) {
+  return LaunchRuntime(
+      reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, true,
+      [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); }, true);
+}
+
 cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
                                 void** args) {
   return LaunchRuntimeEx(real, config, func, args, false);
@@ -152,7 +172,11 @@ CUresult LaunchDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy,
   if (s == nullptr) return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
   const uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
   OpDesc d = Kernel(f, true, g, b, params, extra, key);
-  if (relaunchable) d = Relaunchable(std::move(d), rt::LaunchApi::kDriver, reinterpret_cast<const void*>(real), shmem);
+  if constexpr (std::is_pointer_v<Real>) {  // the cooperative forms pass an adapter, and are not relaunched
+    if (relaunchable) {
+      d = Relaunchable(std::move(d), rt::LaunchApi::kDriver, reinterpret_cast<const void*>(real), shmem);
+    }
+  }
   return rt::Observed(s, d, CUDA_SUCCESS, [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
 }
 
@@ -166,6 +190,18 @@ CUresult LaunchDriverEx(Real real, const CUlaunchConfig* config, CUfunction f, v
   const StreamKey key = per_thread ? rt::PerThreadKeyOf(config->hStream) : rt::KeyOf(config->hStream);
   return rt::Observed(s, Kernel(f, true, g, b, params, extra, key), CUDA_SUCCESS,
                             [&] { return real(config, f, params, extra); });
+}
+
+// The cooperative forms take no `extra`; observed as kernels, never relaunched.
+template <typename Real>
+CUresult LaunchCooperativeDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                 CUstream stream, void** params, StreamKey key) {
+  auto call = [real](CUfunction fn, unsigned int x, unsigned int y, unsigned int z, unsigned int tx,
+                     unsigned int ty, unsigned int tz, unsigned int bytes, CUstream s, void** p, void**) {
+    return real(fn, x, y, z, tx, ty, tz, bytes, s, p);
+  };
+  return LaunchDriver(call, f, gx, gy, gz, bx, by, bz, shmem, stream, params, nullptr, key);
 }
 
 }  // namespace
@@ -183,6 +219,22 @@ CUresult cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn real, CUfunction f, unsigned
                              void** kernelParams, void** extra) {
   return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                       kernelParams, extra, rt::PerThreadKeyOf(hStream));
+}
+
+CUresult cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, CUfunction f, unsigned int gridDimX,
+                                   unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                   CUstream hStream, void** kernelParams) {
+  return LaunchCooperativeDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                 sharedMemBytes, hStream, kernelParams, rt::KeyOf(hStream));
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(cuLaunchCooperativeKernel_ptsz_fn real, CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
+                                        unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void** kernelParams) {
+  return LaunchCooperativeDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                 sharedMemBytes, hStream, kernelParams, rt::PerThreadKeyOf(hStream));
 }
 
 CUresult cuLaunchKernelEx(cuLaunchKernelEx_fn real, const CUlaunchConfig* config, CUfunction f, void** kernelParams,

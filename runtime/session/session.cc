@@ -1318,6 +1318,11 @@ void Session::CheckPlanTrial() {
   worker_.Post(task);
 }
 
+std::shared_ptr<const RecordedIteration> Session::recorded() const {
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  return recorded_;
+}
+
 void Session::PostReplan(bool trial) {
   std::shared_ptr<const RecordedIteration> rec;
   {

@@ -116,6 +116,8 @@ class Session {
   void WaitForWorker();
   std::string SummaryLine() const;
   std::string trace_path() const;
+  // The last recording as the executor sees it (null before one); tests.
+  std::shared_ptr<const RecordedIteration> recorded() const;
   live::State state() const { return static_cast<live::State>(stats_->state.load(std::memory_order_relaxed)); }
   const Arena& arena() const { return arena_; }
   const Executor& executor() const { return executor_; }

@@ -191,6 +191,7 @@ void FakeCuda::Complete(uintptr_t stream) {
 void FakeCuda::Launch(const void* func, uintptr_t stream) {
   FAKE_LOCK;
   streams[stream].submitted++;
+  launches[func]++;
   auto it = kernels.find(func);
   clock_ns += it != kernels.end() ? it->second.duration_ns : 1000;
 }

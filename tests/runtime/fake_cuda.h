@@ -54,6 +54,7 @@ struct FakeCuda {
   int unrecorded_uses = 0;
   // Kernels by host stub.
   std::map<const void*, FakeKernel> kernels;
+  std::map<const void*, int> launches;  // per kernel, the application's and the session's own
   bool param_info_supported = true;
   // The runtime's last error (one thread is enough for these tests).
   cudaError_t last_error = cudaSuccess;

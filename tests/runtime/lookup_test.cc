@@ -36,6 +36,8 @@ TEST(LookupTest, OnlyVersionsWithTheWrappersAbi) {
   EXPECT_EQ(Choose("cuGetProcAddress", 13000), HookId::cuGetProcAddress_v2);
   EXPECT_EQ(Choose("cuLaunchKernelEx", 11050), HookId::kCount);
   EXPECT_EQ(Choose("cuLaunchKernelEx", 11060), HookId::cuLaunchKernelEx);
+  EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 8000), HookId::kCount);
+  EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 12000), HookId::cuLaunchCooperativeKernel);
 }
 
 TEST(LookupTest, StreamFlavours) {
@@ -48,6 +50,7 @@ TEST(LookupTest, StreamFlavours) {
   EXPECT_EQ(Choose("cuLaunchKernel", 12000, ptds), HookId::cuLaunchKernel_ptsz);
   EXPECT_EQ(Choose("cuLaunchKernel", 6050, ptds), HookId::kCount);  // no _ptsz before 7.0
   EXPECT_EQ(Choose("cuLaunchKernelEx", 12000, ptds), HookId::cuLaunchKernelEx_ptsz);
+  EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 13000, ptds), HookId::cuLaunchCooperativeKernel_ptsz);
   EXPECT_EQ(Choose("cuMemAllocAsync", 12000, ptds), HookId::cuMemAllocAsync_ptsz);
   EXPECT_EQ(Choose("cuMemFreeAsync", 12000), HookId::cuMemFreeAsync);
   // Functions without a stream have one flavour.

@@ -77,7 +77,13 @@ struct Model {
     EXPECT_EQ(hook::cudaMallocAsync(&testing::FakeRealMallocAsync, &p, n, stream), cudaSuccess);
     return p;
   }
+  bool cooperative_bwd = false;  // the backward kernel through cudaLaunchCooperativeKernel
   void Launch(const void* k, void** args) {
+    if (cooperative_bwd && k == &kBwd) {
+      EXPECT_EQ(hook::cudaLaunchCooperativeKernel(&testing::FakeRealLaunch, k, dim3(64), dim3(256), args, 0, stream),
+                cudaSuccess);
+      return;
+    }
     EXPECT_EQ(hook::cudaLaunchKernel(&testing::FakeRealLaunch, k, dim3(64), dim3(256), args, 0, stream), cudaSuccess);
   }
   void Step(bool extra_kernel = false) {
@@ -264,6 +270,35 @@ TEST_F(SessionTest, RecordsASteadyIterationAsAValidTrace) {
   for (const auto& e : Fake().events) live_timing_events += e.timing && !e.destroyed;
   EXPECT_EQ(live_timing_events, 0);
   EXPECT_NE(s.SummaryLine().find("trace " + path), std::string::npos) << s.SummaryLine();
+}
+
+// A kernel launched cooperatively (grid-wide synchronization) is an op like any other: detected, recorded with the
+// buffers its arguments point into. It is never launched again by the session (a run on copies or a recompute
+// through the plain entry point would break its synchronization): its launches are the application's.
+TEST_F(SessionTest, CooperativeLaunchesAreRecordedAndNeverLaunchedAgain) {
+  for (const bool cooperative : {false, true}) {
+    SetUp();
+    Session& s = Start(Mode::kRecord);
+    Model m;
+    m.cooperative_bwd = cooperative;
+    m.Init();
+    for (int i = 0; i < 12; ++i) m.Step();
+    s.WaitForWorker();
+    ASSERT_EQ(s.state(), live::State::kRecorded) << cooperative;
+    auto it = trace::ReadKtraceFile(s.trace_path());
+    ASSERT_TRUE(it.ok()) << it.status().ToString();
+    ASSERT_EQ(it->ops.size(), 6u);
+    const trace::Op& bwd = it->ops[4];
+    EXPECT_EQ(bwd.name, "bwd_kernel");
+    EXPECT_EQ(bwd.kind, trace::OpKind::kKernel);
+    EXPECT_EQ(bwd.reads.size() + bwd.writes.size() + bwd.touches.size(), 3u);  // a2, a1, g
+    const auto rec = s.recorded();
+    ASSERT_NE(rec, nullptr);
+    EXPECT_EQ(rec->ops[4].relaunch == nullptr, cooperative);
+    EXPECT_NE(rec->ops[1].relaunch, nullptr);  // the forward kernel, launched plainly
+    EXPECT_EQ(Fake().launches[&kBwd], 12);
+    TearDown();
+  }
 }
 
 TEST_F(SessionTest, TheRecordedIterationKeepsCountingAndPlacementStaysStable) {

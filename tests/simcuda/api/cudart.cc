@@ -535,6 +535,17 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
   return Launch(func, gridDim, blockDim, args, sharedMem, PerThreadStream(stream));
 }
 
+// Cooperative launches run as any other here: the model has no co-residency limit to check against.
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                        cudaStream_t stream) {
+  return Launch(func, gridDim, blockDim, args, sharedMem, stream);
+}
+
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                             size_t sharedMem, cudaStream_t stream) {
+  return Launch(func, gridDim, blockDim, args, sharedMem, PerThreadStream(stream));
+}
+
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   if (config == nullptr) return Ret(cudaErrorInvalidValue);
   return LaunchExC(config, func, args, PerThreadStream(config->stream));

@@ -432,4 +432,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   return ToCu(d->Launch(f, dims, kernelParams, hStream));
 }
 
+// A cooperative launch runs as any other here: the model has no co-residency limit to check against.
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {
+  if (kernelParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                        kernelParams, nullptr);
+}
+
 }  // extern "C"

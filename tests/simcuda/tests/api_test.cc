@@ -127,6 +127,11 @@ TEST(Api, KernelsLaunchThroughStubsRuntimeAndDriver) {
   config.blockDim = dim3(256);
   config.stream = s;
   ASSERT_EQ(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&axpy), args), cudaSuccess);
+  // Cooperative launches run as the others do (no co-residency limit in the model).
+  ASSERT_EQ(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&axpy), dim3(4), dim3(256), args, 0, s),
+            cudaSuccess);
+  ASSERT_EQ(cuLaunchCooperativeKernel(reinterpret_cast<CUfunction>(fn), 4, 1, 1, 256, 1, 1, 0, s, args),
+            CUDA_SUCCESS);
   // As nvcc 13's <<<>>> launches: the kernel's handle, then __cudaLaunchKernel; and the per-thread-stream forms,
   // whose NULL stream is the thread's own (ordered here by the synchronization in between).
   cudaKernel_t handle = nullptr;
@@ -138,8 +143,8 @@ TEST(Api, KernelsLaunchThroughStubsRuntimeAndDriver) {
             cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(y.data(), dy, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(y[0], 1.0f + 1.0f + 0.5f + 0.5f + 3 * 0.5f);
-  EXPECT_EQ(y[n - 1], 4.5f);
+  EXPECT_EQ(y[0], 1.0f + 1.0f + 0.5f + 0.5f + 5 * 0.5f);
+  EXPECT_EQ(y[n - 1], 5.5f);
   int unregistered = 0;
   EXPECT_EQ(cudaLaunchKernel(&unregistered, dim3(1), dim3(1), nullptr, 0, s), cudaErrorInvalidDeviceFunction);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
