@@ -196,6 +196,32 @@ TEST_F(SessionTest, MemGetInfoStaysWithinTheBudget) {
   EXPECT_EQ(s.stats().budget_bytes.load(), 7680ull << 20);
 }
 
+// On a device another process fills: a budget given in bytes stays as given, with one warning that it is more than
+// is free; a fraction (the default's form) is of what is free.
+TEST_F(SessionTest, ABudgetAboveWhatIsFreeIsWarnedAboutAndAFractionIsOfWhatIsFree) {
+  for (const bool bytes : {true, false}) {
+    SetUp();
+    Session& s = Start(Mode::kUm, [&](SessionConfig& c) { c.capacity = *ParseCapacity(bytes ? "8GiB" : "0.9"); });
+    Fake().device_total = 80ull << 30;
+    Fake().device_free = 4ull << 30;  // another process holds 76 GiB
+    ::testing::internal::CaptureStderr();
+    void* p = nullptr;
+    ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 1 << 20), cudaSuccess);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    if (bytes) {
+      EXPECT_EQ(s.stats().budget_bytes.load(), 8ull << 30);
+      EXPECT_NE(err.find("KARMA_CAPACITY 8.00 GiB is more than the 4.00 GiB free on the device (76.00 GiB of 80.00 "
+                         "GiB held already"),
+                std::string::npos)
+          << err;
+    } else {
+      EXPECT_EQ(s.stats().budget_bytes.load(), static_cast<uint64_t>(0.9 * (4ull << 30)));
+      EXPECT_EQ(err.find("more than"), std::string::npos) << err;
+    }
+    TearDown();
+  }
+}
+
 TEST_F(SessionTest, ArenaPointersLookLikeDeviceMemory) {
   Start(Mode::kUm);
   void* p = nullptr;
