@@ -4,7 +4,7 @@
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
 # CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | segments_3 | segments_4 | drift | replay |
-#       trace | inplace | inplace_hidden | overwrite | move_threads | link | stress
+#       trace | inplace | inplace_hidden | overwrite | cooperative | move_threads | link | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -195,6 +195,26 @@ trace)
   "$bin/karma-trace" simulate "$trace" --plan "$plan" --capacity "$(( mem_mib * 9 / 10 ))MiB" >"$tmp/sim" 2>&1 ||
     fail "karma-trace simulate of the runtime's plan fails: $(cat "$tmp/sim")"
   head -3 "$tmp/summary"
+  ;;
+cooperative)
+  # Every kernel of skipnet launched through cudaLaunchCooperativeKernel (APPS_COOPERATIVE_LAUNCH=1), as a library
+  # whose kernels synchronize the whole grid launches them: recorded like any kernel (the iteration has its 158
+  # ops), never run again (no runs on copies, no kernel recomputed: a plain relaunch would break the grid's
+  # synchronization), and the plan's swaps give the large device's results.
+  args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc async)
+  APPS_COOPERATIVE_LAUNCH=1 run ref -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run ref
+  APPS_COOPERATIVE_LAUNCH=1 KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "replaying the plan" "$tmp/karma.err" || fail "no replay: $(grep '^karma' "$tmp/karma.err")"
+  grep -q "^karma: mode auto, [0-9]* iterations (158 ops each)" "$tmp/karma.err" ||
+    fail "the cooperative launches were not all seen: $(grep '^karma: mode' "$tmp/karma.err")"
+  grep -E "^karma: recording took .*, 0 runs on copies" "$tmp/karma.err" ||
+    fail "a cooperative kernel was run again: $(grep '^karma: recording' "$tmp/karma.err")"
+  ! grep -q "recomputed [1-9][0-9]* kernels" <(grep '^karma: mode' "$tmp/karma.err") ||
+    fail "a cooperative kernel was recomputed: $(grep '^karma: mode' "$tmp/karma.err")"
+  grep '^karma: mode auto' "$tmp/karma.err"
   ;;
 inplace)
   # mlp_trainer --inplace-input halves each layer's input in place after its GEMM, a write parameter scanning

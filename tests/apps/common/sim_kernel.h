@@ -41,6 +41,13 @@ struct KernelOf<K, void (*)(P...)> {
     cudaStream_t stream = nullptr;
     if (__cudaPopCallConfiguration(&grid, &block, &shared, &stream) != cudaSuccess) return;
     void* args[] = {static_cast<void*>(&p)..., nullptr};
+    // APPS_COOPERATIVE_LAUNCH=1 in the environment: every kernel through cudaLaunchCooperativeKernel, as a library
+    // whose kernels synchronize the whole grid launches them (tests/e2e's case cooperative).
+    static const bool cooperative = std::getenv("APPS_COOPERATIVE_LAUNCH") != nullptr;
+    if (cooperative) {
+      (void)cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&Stub), grid, block, args, shared, stream);
+      return;
+    }
 #ifdef APPS_LEGACY_LAUNCH
     (void)cudaLaunchKernel(reinterpret_cast<const void*>(&Stub), grid, block, args, shared, stream);
 #else
