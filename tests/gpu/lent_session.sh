@@ -50,12 +50,14 @@ if [[ -x $bundle/tools/um_costs ]]; then
   cat "$work/um_costs.txt"
 fi
 
-# The suite, leaving about three and a half minutes for the second runs.
+# The suite, GPT-2 first (whether it records with the runs on copies allocating per op is the first question),
+# leaving about three and a half minutes for the second runs.
 reserve=210
 say "suite ($(($(left) - reserve)) s)"
 timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
   --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-  --gpt2-args "--layers 6 --batch 4" --configs plain,karma,karma-async,um-full,karma-full >"$work/suite.txt" 2>&1
+  --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma,karma-async,um-full,karma-full \
+  >"$work/suite.txt" 2>&1
 say "suite: exit $?"
 
 # The caching-allocator rows again, at the suite's capacity and sizes, with the moves from KARMA's own threads
