@@ -22,6 +22,9 @@ import sys
 import threading
 
 GRAIN = 2 << 20        # device allocations are made of 2 MiB pages
+# PyTorch's caching allocator serves a request between 1 and 10 MiB from a 20 MiB segment of its own: through it,
+# steps below that would take more than they ask for.
+TORCH_GRAIN = 20 << 20
 CHUNK = 1 << 30        # the first allocations: 1 GiB each, then smaller towards the target
 
 # As KARMA_CAPACITY reads them: K, M, G, T and KiB... binary, KB, MB, GB, TB decimal.
@@ -37,8 +40,8 @@ def parse_bytes(text):
     return int(float(m.group(1)) * UNITS[m.group(2).lower()])
 
 
-def fill(mem_free, allocate, leave):
-    """Allocates until at most GRAIN above `leave` bytes are free. `mem_free()` gives the free bytes now,
+def fill(mem_free, allocate, leave, grain=GRAIN):
+    """Allocates until less than `grain` above `leave` bytes are free. `mem_free()` gives the free bytes now,
     `allocate(n)` holds n more or raises MemoryError. Returns (held bytes, free bytes at the end); raises ValueError
     when less than `leave` is free to begin with."""
     free = mem_free()
@@ -46,14 +49,14 @@ def fill(mem_free, allocate, leave):
         raise ValueError(f"only {free} bytes are free, fewer than the {leave} to leave")
     held = 0
     chunk = CHUNK
-    while free - leave >= GRAIN:
+    while free - leave >= grain:
         size = min(chunk, (free - leave) // GRAIN * GRAIN)
         try:
             allocate(size)
         except MemoryError:
-            if size <= GRAIN:
+            if size <= grain:
                 break  # the driver keeps the last few pages for itself: as close as it gets
-            chunk = max(GRAIN, size // 2 // GRAIN * GRAIN)
+            chunk = max(grain, size // 2 // GRAIN * GRAIN)
             continue
         held += size
         free = mem_free()
@@ -122,6 +125,10 @@ def self_test():
     held, free = fill(d.mem_free, d.allocate, 3 * gib + 5 * mib)
     assert 3 * gib + 5 * mib <= free < 3 * gib + 5 * mib + GRAIN, (held, free)
     assert held == 80 * gib - free, held
+    # In steps no smaller than PyTorch's segments for mid-sized requests: within 20 MiB, never below the target.
+    d = Fake(80 * gib)
+    held, free = fill(d.mem_free, d.allocate, 3 * gib + 5 * mib, TORCH_GRAIN)
+    assert 3 * gib + 5 * mib <= free < 3 * gib + 5 * mib + TORCH_GRAIN, free
     # Each allocation costs a little more than asked (page tables), and the last 300 MiB are refused.
     d = Fake(40 * gib, refuse_below=300 * mib, overhead=64 << 10)
     held, free = fill(d.mem_free, d.allocate, 100 * mib)
@@ -168,14 +175,14 @@ def main(argv):
         # OCCUPY_FAKE_FREE=BYTES: a fake device with that much free, for the suite's dry run (no GPU).
         fake = os.environ.get("OCCUPY_FAKE_FREE")
         device = Fake(parse_bytes(fake)) if fake else Gpu(a.device)
-        held, free = fill(device.mem_free, device.allocate, leave)
+        held, free = fill(device.mem_free, device.allocate, leave, GRAIN if fake else TORCH_GRAIN)
     except (ValueError, RuntimeError, ImportError) as e:
         print(f"occupy: cannot leave {leave} bytes: {e}", file=sys.stderr)
         return 1
     line = (f"occupy: holding {held / 2**30:.2f} GiB on {device.name}; {free / 2**30:.2f} GiB of "
             f"{device.total / 2**30:.2f} GiB free (asked to leave {leave / 2**30:.2f} GiB)")
     print(line, flush=True)
-    if free > leave + 64 * GRAIN:
+    if free > leave + 2 * TORCH_GRAIN:
         print(f"occupy: the driver refused more: {free - leave} bytes above the target stay free", file=sys.stderr)
     if a.ready:
         with open(a.ready + ".tmp", "w") as f:
