@@ -1,9 +1,6 @@
 // Hook handlers for kernel launches, copies, memsets, synchronization, streams, events, graph capture and NVTX
 // ranges: each op is shown to the session before its real call and closed after it.
 #include "interpose/hooks.h"
-
-#include <type_traits>
-
 #include "runtime/session/hook_util.h"
 
 namespace karma::hook {
@@ -84,18 +81,17 @@ namespace {
 // The runtime's launches. A cudaKernel_t (what nvcc 13's <<<>>> launches with __cudaLaunchKernel) is accepted
 // wherever a kernel's address is (cudaFuncGetParamInfo, cudaFuncGetName, cudaLaunchKernel: "If the specified
 // function does not exist, then it is assumed to be a cudaKernel_t and used as is"), so the session treats the
-// handle as the kernel's identity and a recompute relaunches it with the same entry point. Only the legacy
-// default-stream forms are relaunched.
-// Cooperative launches are observed but never relaunched: a recompute or a run on copies through the plain entry
-// point would break their grid-wide synchronization.
+// handle as the kernel's identity and a recompute relaunches it with the same entry point. `relaunch`: the real
+// function a recompute or a run on copies may call again, or null. Only the legacy default-stream forms are
+// relaunched, and never a cooperative launch: through the plain entry point its grid-wide synchronization breaks.
 template <typename RealCall>
-cudaError_t LaunchRuntime(const void* real, const void* func, dim3 grid, dim3 block, void** args, size_t shared,
-                          cudaStream_t stream, bool per_thread, RealCall call, bool cooperative = false) {
+cudaError_t LaunchRuntime(const void* relaunch, const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                          StreamKey key, RealCall call) {
   Session* s = Session::Get();
   if (s == nullptr) return call();
   const uint32_t g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
-  OpDesc d = Kernel(func, false, g, b, args, nullptr, per_thread ? rt::PerThreadKeyOf(stream) : rt::KeyOf(stream));
-  if (!per_thread && !cooperative) d = Relaunchable(std::move(d), rt::LaunchApi::kRuntime, real, shared);
+  OpDesc d = Kernel(func, false, g, b, args, nullptr, key);
+  if (relaunch != nullptr) d = Relaunchable(std::move(d), rt::LaunchApi::kRuntime, relaunch, shared);
   return rt::Observed(s, d, cudaSuccess, call);
 }
 
@@ -115,41 +111,39 @@ cudaError_t LaunchRuntimeEx(Real real, const cudaLaunchConfig_t* config, const v
 
 cudaError_t cudaLaunchKernel(cudaLaunchKernel_fn real, const void* func, dim3 gridDim, dim3 blockDim, void** args,
                              size_t sharedMem, cudaStream_t stream) {
-  return LaunchRuntime(reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, false,
-                       [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
+  return LaunchRuntime(reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem,
+                       rt::KeyOf(stream), [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t cudaLaunchKernel_ptsz(cudaLaunchKernel_ptsz_fn real, const void* func, dim3 gridDim, dim3 blockDim,
                                   void** args, size_t sharedMem, cudaStream_t stream) {
-  return LaunchRuntime(reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, true,
+  return LaunchRuntime(nullptr, func, gridDim, blockDim, args, sharedMem, rt::PerThreadKeyOf(stream),
                        [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t __cudaLaunchKernel(__cudaLaunchKernel_fn real, cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                void** args, size_t sharedMem, cudaStream_t stream) {
-  return LaunchRuntime(reinterpret_cast<const void*>(real), kernel, gridDim, blockDim, args, sharedMem, stream, false,
-                       [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
+  return LaunchRuntime(reinterpret_cast<const void*>(real), kernel, gridDim, blockDim, args, sharedMem,
+                       rt::KeyOf(stream), [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(__cudaLaunchKernel_ptsz_fn real, cudaKernel_t kernel, dim3 gridDim,
                                     dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream) {
-  return LaunchRuntime(reinterpret_cast<const void*>(real), kernel, gridDim, blockDim, args, sharedMem, stream, true,
+  return LaunchRuntime(nullptr, kernel, gridDim, blockDim, args, sharedMem, rt::PerThreadKeyOf(stream),
                        [&] { return real(kernel, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t cudaLaunchCooperativeKernel(cudaLaunchCooperativeKernel_fn real, const void* func, dim3 gridDim,
                                         dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream) {
-  return LaunchRuntime(
-      reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, false,
-      [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); }, true);
+  return LaunchRuntime(nullptr, func, gridDim, blockDim, args, sharedMem, rt::KeyOf(stream),
+                       [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t cudaLaunchCooperativeKernel_ptsz(cudaLaunchCooperativeKernel_ptsz_fn real, const void* func,
                                              dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                              cudaStream_t stream) {
-  return LaunchRuntime(
-      reinterpret_cast<const void*>(real), func, gridDim, blockDim, args, sharedMem, stream, true,
-      [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); }, true);
+  return LaunchRuntime(nullptr, func, gridDim, blockDim, args, sharedMem, rt::PerThreadKeyOf(stream),
+                       [&] { return real(func, gridDim, blockDim, args, sharedMem, stream); });
 }
 
 cudaError_t cudaLaunchKernelExC(cudaLaunchKernelExC_fn real, const cudaLaunchConfig_t* config, const void* func,
@@ -164,20 +158,17 @@ cudaError_t cudaLaunchKernelExC_ptsz(cudaLaunchKernelExC_ptsz_fn real, const cud
 
 namespace {
 
-template <typename Real>
-CUresult LaunchDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,
-                      void** extra, StreamKey key, bool relaunchable = false) {
+// The driver's launches; `relaunch` as for LaunchRuntime (cuLaunchKernel's legacy form only).
+template <typename RealCall>
+CUresult LaunchDriver(const void* relaunch, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, void** params,
+                      void** extra, StreamKey key, RealCall call) {
   Session* s = Session::Get();
-  if (s == nullptr) return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+  if (s == nullptr) return call();
   const uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
   OpDesc d = Kernel(f, true, g, b, params, extra, key);
-  if constexpr (std::is_pointer_v<Real>) {  // the cooperative forms pass an adapter, and are not relaunched
-    if (relaunchable) {
-      d = Relaunchable(std::move(d), rt::LaunchApi::kDriver, reinterpret_cast<const void*>(real), shmem);
-    }
-  }
-  return rt::Observed(s, d, CUDA_SUCCESS, [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
+  if (relaunch != nullptr) d = Relaunchable(std::move(d), rt::LaunchApi::kDriver, relaunch, shmem);
+  return rt::Observed(s, d, CUDA_SUCCESS, call);
 }
 
 template <typename Real>
@@ -192,49 +183,49 @@ CUresult LaunchDriverEx(Real real, const CUlaunchConfig* config, CUfunction f, v
                             [&] { return real(config, f, params, extra); });
 }
 
-// The cooperative forms take no `extra`; observed as kernels, never relaunched.
-template <typename Real>
-CUresult LaunchCooperativeDriver(Real real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                                 CUstream stream, void** params, StreamKey key) {
-  auto call = [real](CUfunction fn, unsigned int x, unsigned int y, unsigned int z, unsigned int tx,
-                     unsigned int ty, unsigned int tz, unsigned int bytes, CUstream s, void** p, void**) {
-    return real(fn, x, y, z, tx, ty, tz, bytes, s, p);
-  };
-  return LaunchDriver(call, f, gx, gy, gz, bx, by, bz, shmem, stream, params, nullptr, key);
-}
-
 }  // namespace
 
 CUresult cuLaunchKernel(cuLaunchKernel_fn real, CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
-  return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                      kernelParams, extra, rt::KeyOf(hStream), true);
+  return LaunchDriver(reinterpret_cast<const void*>(real), f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                      blockDimZ, sharedMemBytes, kernelParams, extra, rt::KeyOf(hStream), [&] {
+                        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                                    hStream, kernelParams, extra);
+                      });
 }
 
 CUresult cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn real, CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                              unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void** kernelParams, void** extra) {
-  return LaunchDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                      kernelParams, extra, rt::PerThreadKeyOf(hStream));
+  return LaunchDriver(nullptr, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                      kernelParams, extra, rt::PerThreadKeyOf(hStream), [&] {
+                        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                                    hStream, kernelParams, extra);
+                      });
 }
 
 CUresult cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, CUfunction f, unsigned int gridDimX,
                                    unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
                                    unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
                                    CUstream hStream, void** kernelParams) {
-  return LaunchCooperativeDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                 sharedMemBytes, hStream, kernelParams, rt::KeyOf(hStream));
+  return LaunchDriver(nullptr, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                      kernelParams, nullptr, rt::KeyOf(hStream), [&] {
+                        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                                    hStream, kernelParams);
+                      });
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(cuLaunchCooperativeKernel_ptsz_fn real, CUfunction f, unsigned int gridDimX,
                                         unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
                                         unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
                                         CUstream hStream, void** kernelParams) {
-  return LaunchCooperativeDriver(real, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                 sharedMemBytes, hStream, kernelParams, rt::PerThreadKeyOf(hStream));
+  return LaunchDriver(nullptr, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                      kernelParams, nullptr, rt::PerThreadKeyOf(hStream), [&] {
+                        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                                    hStream, kernelParams);
+                      });
 }
 
 CUresult cuLaunchKernelEx(cuLaunchKernelEx_fn real, const CUlaunchConfig* config, CUfunction f, void** kernelParams,
