@@ -53,6 +53,7 @@ resnet50_args=""
 gpt2_args=""
 occupy=0
 occupy_margin=256MiB
+margin_given=0
 configs=""
 all_configs=plain,plain-again,checkpoint,karma,karma-async,um,plain-full,um-full,karma-full
 command_line="tests/gpu/run_gpu_suite.sh $*"
@@ -76,7 +77,7 @@ while (($#)); do
     --gpt2-args) gpt2_args=$2; shift ;;
     --timeout) timeout_s=$2; shift ;;
     --occupy) occupy=1 ;;
-    --occupy-margin) occupy_margin=$2; shift ;;
+    --occupy-margin) occupy_margin=$2; margin_given=1; shift ;;
     --configs) configs=$2; shift ;;
     --skip-build) skip_build=1 ;;
     --check) check_only=1 ;;
@@ -91,8 +92,6 @@ done
 [[ $pressure =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "run_gpu_suite: --pressure must be a number" >&2; exit 2; }
 [[ $iters =~ ^([1-9][0-9]*)?$ && $warmup =~ ^[0-9]*$ && $timeout_s =~ ^[1-9][0-9]*$ ]] ||
   { echo "run_gpu_suite: --iters, --warmup and --timeout take whole numbers" >&2; exit 2; }
-[[ $occupy_margin =~ ^[0-9]+(\.[0-9]+)?([KkMmGgTt]([Ii]?[Bb])?|[Bb])?$ ]] ||
-  { echo "run_gpu_suite: --occupy-margin must be a size (e.g. 256MiB)" >&2; exit 2; }
 if [[ -z $configs ]]; then
   configs=plain,plain-again,checkpoint,karma,karma-async,um
   ((occupy)) && configs+=,plain-full,um-full,karma-full
@@ -103,7 +102,9 @@ done
 wanted() { [[ ,$configs, == *,$1,* ]]; }
 occupy_env=()
 ((dry_run)) && occupy_env=(OCCUPY_FAKE_FREE=8GiB)  # no GPU: occupy.py holds memory of a fake device
-for c in karma karma-async um plain-full um-full karma-full; do
+# The rows whose KARMA_CAPACITY (or what occupy.py leaves) comes from the plain run unless --capacity gives it.
+budgeted=(karma karma-async um plain-full um-full karma-full)
+for c in "${budgeted[@]}"; do
   wanted "$c" && [[ -z $capacity ]] && ! wanted plain &&
     { echo "run_gpu_suite: row $c needs plain or --capacity (for KARMA_CAPACITY)" >&2; exit 2; }
 done
@@ -120,6 +121,14 @@ missing() {
 # ---- prerequisites: every check is bounded in time and says what is missing --------------------------------
 command -v timeout >/dev/null || missing "timeout (coreutils)"
 command -v "$python" >/dev/null || missing "$python (set --python or PYTHON)"
+# A size given is read as KARMA_CAPACITY reads it, by occupy.py's parse_bytes.
+if ((margin_given)) && ! "$python" -c 'import sys
+sys.path.insert(0, sys.argv[1])
+from occupy import parse_bytes
+parse_bytes(sys.argv[2])' "$here" "$occupy_margin" 2>/dev/null; then
+  echo "run_gpu_suite: --occupy-margin must be a size (e.g. 256MiB)" >&2
+  exit 2
+fi
 if ((!dry_run)); then
   command -v nvidia-smi >/dev/null || missing "nvidia-smi: no NVIDIA driver on this machine"
   gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
@@ -252,7 +261,7 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
       "$out/$model-plain.json" "$pressure")
   fi
   if [[ -z $cap ]]; then
-    for config in karma karma-async um plain-full um-full karma-full; do
+    for config in "${budgeted[@]}"; do
       wanted "$config" && note "$out/$model-$config.json" "skipped (no plain reference)" "the plain run failed; give --capacity"
     done
     continue
