@@ -56,6 +56,33 @@
   X(kCudart, cudaError_t, cudaMemset2DAsync,                                                                    \
     (void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),                   \
     (devPtr, pitch, value, width, height, stream), KARMA_NO_LOOKUP)                                              \
+  /* the same for --default-stream per-thread builds (cuda_runtime_api.h renames them) */                       \
+  X(kCudart, cudaError_t, cudaMemcpy_ptds,                                                                      \
+    (void* dst, const void* src, size_t count, cudaMemcpyKind kind),                                            \
+    (dst, src, count, kind), KARMA_NO_LOOKUP)                                                                   \
+  X(kCudart, cudaError_t, cudaMemcpyAsync_ptsz,                                                                 \
+    (void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream),                       \
+    (dst, src, count, kind, stream), KARMA_NO_LOOKUP)                                                           \
+  X(kCudart, cudaError_t, cudaMemcpy2D_ptds,                                                                    \
+    (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,                     \
+     cudaMemcpyKind kind),                                                                                      \
+    (dst, dpitch, src, spitch, width, height, kind), KARMA_NO_LOOKUP)                                           \
+  X(kCudart, cudaError_t, cudaMemcpy2DAsync_ptsz,                                                               \
+    (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,                     \
+     cudaMemcpyKind kind, cudaStream_t stream),                                                                 \
+    (dst, dpitch, src, spitch, width, height, kind, stream), KARMA_NO_LOOKUP)                                   \
+  X(kCudart, cudaError_t, cudaMemset_ptds,                                                                      \
+    (void* devPtr, int value, size_t count),                                                                    \
+    (devPtr, value, count), KARMA_NO_LOOKUP)                                                                    \
+  X(kCudart, cudaError_t, cudaMemsetAsync_ptsz,                                                                 \
+    (void* devPtr, int value, size_t count, cudaStream_t stream),                                               \
+    (devPtr, value, count, stream), KARMA_NO_LOOKUP)                                                            \
+  X(kCudart, cudaError_t, cudaMemset2D_ptds,                                                                    \
+    (void* devPtr, size_t pitch, int value, size_t width, size_t height),                                       \
+    (devPtr, pitch, value, width, height), KARMA_NO_LOOKUP)                                                     \
+  X(kCudart, cudaError_t, cudaMemset2DAsync_ptsz,                                                               \
+    (void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),                  \
+    (devPtr, pitch, value, width, height, stream), KARMA_NO_LOOKUP)                                             \
   /* ---- CUDA runtime: launches ---- */                                                                        \
   X(kCudart, cudaError_t, cudaLaunchKernel,                                                                     \
     (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),         \
@@ -165,6 +192,74 @@
      void** kernelParams),                                                                                       \
     (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams),   \
     KARMA_LOOKUP("cuLaunchCooperativeKernel", 9000, 0, kPerThreadStream))                                        \
+  /* ---- driver API: 1D copies and memsets, legacy and per-thread default stream ---- */                       \
+  X(kDriver, CUresult, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),                          \
+    (dst, src, ByteCount), KARMA_LOOKUP("cuMemcpy", 4000, 0, kLegacyStream))                                    \
+  X(kDriver, CUresult, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),                     \
+    (dst, src, ByteCount), KARMA_LOOKUP("cuMemcpy", 7000, 0, kPerThreadStream))                                 \
+  X(kDriver, CUresult, cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount),         \
+    (dstDevice, srcHost, ByteCount), KARMA_LOOKUP("cuMemcpyHtoD", 3020, 0, kLegacyStream))                      \
+  X(kDriver, CUresult, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount),    \
+    (dstDevice, srcHost, ByteCount), KARMA_LOOKUP("cuMemcpyHtoD", 7000, 0, kPerThreadStream))                   \
+  X(kDriver, CUresult, cuMemcpyDtoH_v2, (void* dstHost, CUdeviceptr srcDevice, size_t ByteCount),               \
+    (dstHost, srcDevice, ByteCount), KARMA_LOOKUP("cuMemcpyDtoH", 3020, 0, kLegacyStream))                      \
+  X(kDriver, CUresult, cuMemcpyDtoH_v2_ptds, (void* dstHost, CUdeviceptr srcDevice, size_t ByteCount),          \
+    (dstHost, srcDevice, ByteCount), KARMA_LOOKUP("cuMemcpyDtoH", 7000, 0, kPerThreadStream))                   \
+  X(kDriver, CUresult, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),       \
+    (dstDevice, srcDevice, ByteCount), KARMA_LOOKUP("cuMemcpyDtoD", 3020, 0, kLegacyStream))                    \
+  X(kDriver, CUresult, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),  \
+    (dstDevice, srcDevice, ByteCount), KARMA_LOOKUP("cuMemcpyDtoD", 7000, 0, kPerThreadStream))                 \
+  X(kDriver, CUresult, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),   \
+    (dst, src, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyAsync", 4000, 0, kLegacyStream))                      \
+  X(kDriver, CUresult, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,                 \
+     CUstream hStream),                                                                                         \
+    (dst, src, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyAsync", 7000, 0, kPerThreadStream))                   \
+  X(kDriver, CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,     \
+     CUstream hStream),                                                                                         \
+    (dstDevice, srcHost, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyHtoDAsync", 3020, 0, kLegacyStream))        \
+  X(kDriver, CUresult, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void* srcHost,                  \
+     size_t ByteCount, CUstream hStream),                                                                       \
+    (dstDevice, srcHost, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyHtoDAsync", 7000, 0, kPerThreadStream))     \
+  X(kDriver, CUresult, cuMemcpyDtoHAsync_v2, (void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,           \
+     CUstream hStream),                                                                                         \
+    (dstHost, srcDevice, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyDtoHAsync", 3020, 0, kLegacyStream))        \
+  X(kDriver, CUresult, cuMemcpyDtoHAsync_v2_ptsz, (void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,      \
+     CUstream hStream),                                                                                         \
+    (dstHost, srcDevice, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyDtoHAsync", 7000, 0, kPerThreadStream))     \
+  X(kDriver, CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,   \
+     CUstream hStream),                                                                                         \
+    (dstDevice, srcDevice, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyDtoDAsync", 3020, 0, kLegacyStream))      \
+  X(kDriver, CUresult, cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, CUdeviceptr srcDevice,                \
+     size_t ByteCount, CUstream hStream),                                                                       \
+    (dstDevice, srcDevice, ByteCount, hStream), KARMA_LOOKUP("cuMemcpyDtoDAsync", 7000, 0, kPerThreadStream))   \
+  X(kDriver, CUresult, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N),                      \
+    (dstDevice, uc, N), KARMA_LOOKUP("cuMemsetD8", 3020, 0, kLegacyStream))                                     \
+  X(kDriver, CUresult, cuMemsetD8_v2_ptds, (CUdeviceptr dstDevice, unsigned char uc, size_t N),                 \
+    (dstDevice, uc, N), KARMA_LOOKUP("cuMemsetD8", 7000, 0, kPerThreadStream))                                  \
+  X(kDriver, CUresult, cuMemsetD16_v2, (CUdeviceptr dstDevice, unsigned short us, size_t N),                    \
+    (dstDevice, us, N), KARMA_LOOKUP("cuMemsetD16", 3020, 0, kLegacyStream))                                    \
+  X(kDriver, CUresult, cuMemsetD16_v2_ptds, (CUdeviceptr dstDevice, unsigned short us, size_t N),               \
+    (dstDevice, us, N), KARMA_LOOKUP("cuMemsetD16", 7000, 0, kPerThreadStream))                                 \
+  X(kDriver, CUresult, cuMemsetD32_v2, (CUdeviceptr dstDevice, unsigned int ui, size_t N),                      \
+    (dstDevice, ui, N), KARMA_LOOKUP("cuMemsetD32", 3020, 0, kLegacyStream))                                    \
+  X(kDriver, CUresult, cuMemsetD32_v2_ptds, (CUdeviceptr dstDevice, unsigned int ui, size_t N),                 \
+    (dstDevice, ui, N), KARMA_LOOKUP("cuMemsetD32", 7000, 0, kPerThreadStream))                                 \
+  X(kDriver, CUresult, cuMemsetD8Async, (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream),  \
+    (dstDevice, uc, N, hStream), KARMA_LOOKUP("cuMemsetD8Async", 3020, 0, kLegacyStream))                       \
+  X(kDriver, CUresult, cuMemsetD8Async_ptsz, (CUdeviceptr dstDevice, unsigned char uc, size_t N,                \
+     CUstream hStream),                                                                                         \
+    (dstDevice, uc, N, hStream), KARMA_LOOKUP("cuMemsetD8Async", 7000, 0, kPerThreadStream))                    \
+  X(kDriver, CUresult, cuMemsetD16Async, (CUdeviceptr dstDevice, unsigned short us, size_t N,                   \
+     CUstream hStream),                                                                                         \
+    (dstDevice, us, N, hStream), KARMA_LOOKUP("cuMemsetD16Async", 3020, 0, kLegacyStream))                      \
+  X(kDriver, CUresult, cuMemsetD16Async_ptsz, (CUdeviceptr dstDevice, unsigned short us, size_t N,              \
+     CUstream hStream),                                                                                         \
+    (dstDevice, us, N, hStream), KARMA_LOOKUP("cuMemsetD16Async", 7000, 0, kPerThreadStream))                   \
+  X(kDriver, CUresult, cuMemsetD32Async, (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),  \
+    (dstDevice, ui, N, hStream), KARMA_LOOKUP("cuMemsetD32Async", 3020, 0, kLegacyStream))                      \
+  X(kDriver, CUresult, cuMemsetD32Async_ptsz, (CUdeviceptr dstDevice, unsigned int ui, size_t N,                \
+     CUstream hStream),                                                                                         \
+    (dstDevice, ui, N, hStream), KARMA_LOOKUP("cuMemsetD32Async", 7000, 0, kPerThreadStream))                   \
   X(kDriver, CUresult, cuGetProcAddress, (const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags),   \
     (symbol, pfn, cudaVersion, flags), KARMA_LOOKUP("cuGetProcAddress", 11030, 12000, kAnyStream))               \
   X(kDriver, CUresult, cuGetProcAddress_v2,                                                                     \

@@ -48,7 +48,7 @@ const char* CopyName(cudaMemcpyKind kind, bool two_d) {
   }
 }
 
-OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream) {
+OpDesc Copy(const void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream) {
   OpDesc d;
   d.kind = trace::OpKind::kCopy;
   d.name = CopyName(kind, two_d);
@@ -61,7 +61,7 @@ OpDesc Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, boo
   return d;
 }
 
-OpDesc Memset(void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
+OpDesc Memset(const void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
   OpDesc d;
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
@@ -239,63 +239,273 @@ CUresult cuLaunchKernelEx_ptsz(cuLaunchKernelEx_ptsz_fn real, const CUlaunchConf
 }
 
 // ---- copies and memsets ----
+// The runtime's and the driver's, with the legacy and the per-thread default stream: the same ops.
+
+namespace {
+
+template <typename Err, typename Call>
+Err CopyOp(Err ok, const void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream,
+           Call call) {
+  Session* s = Session::Get();
+  if (s == nullptr) return call();
+  return rt::Observed(s, Copy(dst, src, bytes, kind, two_d, stream), ok, call);
+}
+
+template <typename Err, typename Call>
+Err MemsetOp(Err ok, const void* dst, uint64_t bytes, bool two_d, StreamKey stream, Call call) {
+  Session* s = Session::Get();
+  if (s == nullptr) return call();
+  return rt::Observed(s, Memset(dst, bytes, two_d, stream), ok, call);
+}
+
+const void* Dev(CUdeviceptr p) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(p)); }
+
+// The synchronous calls' work goes to the default stream: the legacy one (key 0) or the calling thread's.
+constexpr StreamKey kLegacyDefault = 0;
+StreamKey PerThreadDefault() { return rt::PerThreadKeyOf(nullptr); }
+
+}  // namespace
 
 cudaError_t cudaMemcpy(cudaMemcpy_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(dst, src, count, kind);
-  return rt::Observed(s, Copy(dst, src, count, kind, false, 0), cudaSuccess, [&] { return real(dst, src, count, kind); });
+  return CopyOp(cudaSuccess, dst, src, count, kind, false, kLegacyDefault, [&] { return real(dst, src, count, kind); });
+}
+
+cudaError_t cudaMemcpy_ptds(cudaMemcpy_ptds_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return CopyOp(cudaSuccess, dst, src, count, kind, false, PerThreadDefault(),
+                [&] { return real(dst, src, count, kind); });
 }
 
 cudaError_t cudaMemcpyAsync(cudaMemcpyAsync_fn real, void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(dst, src, count, kind, stream);
-  return rt::Observed(s, Copy(dst, src, count, kind, false, rt::KeyOf(stream)), cudaSuccess,
-                               [&] { return real(dst, src, count, kind, stream); });
+  return CopyOp(cudaSuccess, dst, src, count, kind, false, rt::KeyOf(stream),
+                [&] { return real(dst, src, count, kind, stream); });
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(cudaMemcpyAsync_ptsz_fn real, void* dst, const void* src, size_t count,
+                                 cudaMemcpyKind kind, cudaStream_t stream) {
+  return CopyOp(cudaSuccess, dst, src, count, kind, false, rt::PerThreadKeyOf(stream),
+                [&] { return real(dst, src, count, kind, stream); });
 }
 
 cudaError_t cudaMemcpy2D(cudaMemcpy2D_fn real, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                          size_t height, cudaMemcpyKind kind) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind);
-  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, 0), cudaSuccess,
-                               [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
+  return CopyOp(cudaSuccess, dst, src, uint64_t{width} * height, kind, true, kLegacyDefault,
+                [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
+}
+
+cudaError_t cudaMemcpy2D_ptds(cudaMemcpy2D_ptds_fn real, void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind) {
+  return CopyOp(cudaSuccess, dst, src, uint64_t{width} * height, kind, true, PerThreadDefault(),
+                [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
 }
 
 cudaError_t cudaMemcpy2DAsync(cudaMemcpy2DAsync_fn real, void* dst, size_t dpitch, const void* src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(dst, dpitch, src, spitch, width, height, kind, stream);
-  return rt::Observed(s, Copy(dst, src, uint64_t{width} * height, kind, true, rt::KeyOf(stream)), cudaSuccess,
-                               [&] { return real(dst, dpitch, src, spitch, width, height, kind, stream); });
+  return CopyOp(cudaSuccess, dst, src, uint64_t{width} * height, kind, true, rt::KeyOf(stream),
+                [&] { return real(dst, dpitch, src, spitch, width, height, kind, stream); });
+}
+
+cudaError_t cudaMemcpy2DAsync_ptsz(cudaMemcpy2DAsync_ptsz_fn real, void* dst, size_t dpitch, const void* src,
+                                   size_t spitch, size_t width, size_t height, cudaMemcpyKind kind,
+                                   cudaStream_t stream) {
+  return CopyOp(cudaSuccess, dst, src, uint64_t{width} * height, kind, true, rt::PerThreadKeyOf(stream),
+                [&] { return real(dst, dpitch, src, spitch, width, height, kind, stream); });
 }
 
 cudaError_t cudaMemset(cudaMemset_fn real, void* devPtr, int value, size_t count) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(devPtr, value, count);
-  return rt::Observed(s, Memset(devPtr, count, false, 0), cudaSuccess, [&] { return real(devPtr, value, count); });
+  return MemsetOp(cudaSuccess, devPtr, count, false, kLegacyDefault, [&] { return real(devPtr, value, count); });
+}
+
+cudaError_t cudaMemset_ptds(cudaMemset_ptds_fn real, void* devPtr, int value, size_t count) {
+  return MemsetOp(cudaSuccess, devPtr, count, false, PerThreadDefault(), [&] { return real(devPtr, value, count); });
 }
 
 cudaError_t cudaMemsetAsync(cudaMemsetAsync_fn real, void* devPtr, int value, size_t count, cudaStream_t stream) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(devPtr, value, count, stream);
-  return rt::Observed(s, Memset(devPtr, count, false, rt::KeyOf(stream)), cudaSuccess,
-                               [&] { return real(devPtr, value, count, stream); });
+  return MemsetOp(cudaSuccess, devPtr, count, false, rt::KeyOf(stream),
+                  [&] { return real(devPtr, value, count, stream); });
+}
+
+cudaError_t cudaMemsetAsync_ptsz(cudaMemsetAsync_ptsz_fn real, void* devPtr, int value, size_t count,
+                                 cudaStream_t stream) {
+  return MemsetOp(cudaSuccess, devPtr, count, false, rt::PerThreadKeyOf(stream),
+                  [&] { return real(devPtr, value, count, stream); });
 }
 
 cudaError_t cudaMemset2D(cudaMemset2D_fn real, void* devPtr, size_t pitch, int value, size_t width, size_t height) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(devPtr, pitch, value, width, height);
-  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, 0), cudaSuccess,
-                               [&] { return real(devPtr, pitch, value, width, height); });
+  return MemsetOp(cudaSuccess, devPtr, uint64_t{width} * height, true, kLegacyDefault,
+                  [&] { return real(devPtr, pitch, value, width, height); });
+}
+
+cudaError_t cudaMemset2D_ptds(cudaMemset2D_ptds_fn real, void* devPtr, size_t pitch, int value, size_t width,
+                              size_t height) {
+  return MemsetOp(cudaSuccess, devPtr, uint64_t{width} * height, true, PerThreadDefault(),
+                  [&] { return real(devPtr, pitch, value, width, height); });
 }
 
 cudaError_t cudaMemset2DAsync(cudaMemset2DAsync_fn real, void* devPtr, size_t pitch, int value, size_t width,
                               size_t height, cudaStream_t stream) {
-  Session* s = Session::Get();
-  if (s == nullptr) return real(devPtr, pitch, value, width, height, stream);
-  return rt::Observed(s, Memset(devPtr, uint64_t{width} * height, true, rt::KeyOf(stream)), cudaSuccess,
-                               [&] { return real(devPtr, pitch, value, width, height, stream); });
+  return MemsetOp(cudaSuccess, devPtr, uint64_t{width} * height, true, rt::KeyOf(stream),
+                  [&] { return real(devPtr, pitch, value, width, height, stream); });
+}
+
+cudaError_t cudaMemset2DAsync_ptsz(cudaMemset2DAsync_ptsz_fn real, void* devPtr, size_t pitch, int value, size_t width,
+                                   size_t height, cudaStream_t stream) {
+  return MemsetOp(cudaSuccess, devPtr, uint64_t{width} * height, true, rt::PerThreadKeyOf(stream),
+                  [&] { return real(devPtr, pitch, value, width, height, stream); });
+}
+
+// The driver's: cuMemcpy and cuMemcpyAsync infer the direction from the addresses (unified addressing).
+
+CUresult cuMemcpy(cuMemcpy_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, kLegacyDefault,
+                [&] { return real(dst, src, ByteCount); });
+}
+
+CUresult cuMemcpy_ptds(cuMemcpy_ptds_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, PerThreadDefault(),
+                [&] { return real(dst, src, ByteCount); });
+}
+
+CUresult cuMemcpyHtoD_v2(cuMemcpyHtoD_v2_fn real, CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, kLegacyDefault,
+                [&] { return real(dstDevice, srcHost, ByteCount); });
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(cuMemcpyHtoD_v2_ptds_fn real, CUdeviceptr dstDevice, const void* srcHost,
+                              size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, PerThreadDefault(),
+                [&] { return real(dstDevice, srcHost, ByteCount); });
+}
+
+CUresult cuMemcpyDtoH_v2(cuMemcpyDtoH_v2_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, kLegacyDefault,
+                [&] { return real(dstHost, srcDevice, ByteCount); });
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(cuMemcpyDtoH_v2_ptds_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, PerThreadDefault(),
+                [&] { return real(dstHost, srcDevice, ByteCount); });
+}
+
+CUresult cuMemcpyDtoD_v2(cuMemcpyDtoD_v2_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
+                kLegacyDefault, [&] { return real(dstDevice, srcDevice, ByteCount); });
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(cuMemcpyDtoD_v2_ptds_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                              size_t ByteCount) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
+                PerThreadDefault(), [&] { return real(dstDevice, srcDevice, ByteCount); });
+}
+
+CUresult cuMemcpyAsync(cuMemcpyAsync_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, rt::KeyOf(hStream),
+                [&] { return real(dst, src, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyAsync_ptsz(cuMemcpyAsync_ptsz_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                            CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, rt::PerThreadKeyOf(hStream),
+                [&] { return real(dst, src, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyHtoDAsync_v2(cuMemcpyHtoDAsync_v2_fn real, CUdeviceptr dstDevice, const void* srcHost,
+                              size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, rt::KeyOf(hStream),
+                [&] { return real(dstDevice, srcHost, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(cuMemcpyHtoDAsync_v2_ptsz_fn real, CUdeviceptr dstDevice, const void* srcHost,
+                                   size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false,
+                rt::PerThreadKeyOf(hStream), [&] { return real(dstDevice, srcHost, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyDtoHAsync_v2(cuMemcpyDtoHAsync_v2_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, rt::KeyOf(hStream),
+                [&] { return real(dstHost, srcDevice, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(cuMemcpyDtoHAsync_v2_ptsz_fn real, void* dstHost, CUdeviceptr srcDevice,
+                                   size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false,
+                rt::PerThreadKeyOf(hStream), [&] { return real(dstHost, srcDevice, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyDtoDAsync_v2(cuMemcpyDtoDAsync_v2_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                              size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
+                rt::KeyOf(hStream), [&] { return real(dstDevice, srcDevice, ByteCount, hStream); });
+}
+
+CUresult cuMemcpyDtoDAsync_v2_ptsz(cuMemcpyDtoDAsync_v2_ptsz_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                   size_t ByteCount, CUstream hStream) {
+  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
+                rt::PerThreadKeyOf(hStream), [&] { return real(dstDevice, srcDevice, ByteCount, hStream); });
+}
+
+CUresult cuMemsetD8_v2(cuMemsetD8_v2_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, kLegacyDefault, [&] { return real(dstDevice, uc, N); });
+}
+
+CUresult cuMemsetD8_v2_ptds(cuMemsetD8_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, PerThreadDefault(), [&] { return real(dstDevice, uc, N); });
+}
+
+CUresult cuMemsetD8Async(cuMemsetD8Async_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, rt::KeyOf(hStream),
+                  [&] { return real(dstDevice, uc, N, hStream); });
+}
+
+CUresult cuMemsetD8Async_ptsz(cuMemsetD8Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                              CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, rt::PerThreadKeyOf(hStream),
+                  [&] { return real(dstDevice, uc, N, hStream); });
+}
+
+CUresult cuMemsetD16_v2(cuMemsetD16_v2_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, kLegacyDefault,
+                  [&] { return real(dstDevice, us, N); });
+}
+
+CUresult cuMemsetD16_v2_ptds(cuMemsetD16_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, PerThreadDefault(),
+                  [&] { return real(dstDevice, us, N); });
+}
+
+CUresult cuMemsetD16Async(cuMemsetD16Async_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N,
+                          CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, rt::KeyOf(hStream),
+                  [&] { return real(dstDevice, us, N, hStream); });
+}
+
+CUresult cuMemsetD16Async_ptsz(cuMemsetD16Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N,
+                               CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, rt::PerThreadKeyOf(hStream),
+                  [&] { return real(dstDevice, us, N, hStream); });
+}
+
+CUresult cuMemsetD32_v2(cuMemsetD32_v2_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, kLegacyDefault,
+                  [&] { return real(dstDevice, ui, N); });
+}
+
+CUresult cuMemsetD32_v2_ptds(cuMemsetD32_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, PerThreadDefault(),
+                  [&] { return real(dstDevice, ui, N); });
+}
+
+CUresult cuMemsetD32Async(cuMemsetD32Async_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                          CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, rt::KeyOf(hStream),
+                  [&] { return real(dstDevice, ui, N, hStream); });
+}
+
+CUresult cuMemsetD32Async_ptsz(cuMemsetD32Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                               CUstream hStream) {
+  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, rt::PerThreadKeyOf(hStream),
+                  [&] { return real(dstDevice, ui, N, hStream); });
 }
 
 // ---- synchronization: a host sync is where iterations usually end ----

@@ -4,7 +4,7 @@
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
 # CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | segments_3 | segments_4 | drift | replay |
-#       trace | inplace | inplace_hidden | overwrite | cooperative | move_threads | link | stress
+#       trace | inplace | inplace_hidden | overwrite | cooperative | driver_copies | move_threads | link | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -214,6 +214,23 @@ cooperative)
     fail "a cooperative kernel was run again: $(grep '^karma: recording' "$tmp/karma.err")"
   ! grep -q "recomputed [1-9][0-9]* kernels" <(grep '^karma: mode' "$tmp/karma.err") ||
     fail "a cooperative kernel was recomputed: $(grep '^karma: mode' "$tmp/karma.err")"
+  grep '^karma: mode auto' "$tmp/karma.err"
+  ;;
+driver_copies)
+  # Every copy of skipnet (the batch's upload, its device-to-device copies, the loss and the final read-back) through
+  # the driver API, with entry points from cudaGetDriverEntryPointByVersion (APPS_DRIVER_COPIES=1), as a library
+  # that reaches the driver itself copies: each is an op of the recorded iteration (158, as through the runtime),
+  # and the plan replays to the large device's results. Unobserved, the iteration has 151 ops and the replay holds
+  # more than the budget.
+  args=(--iters "$iters" --footprint $((2 * mem_mib))MiB --alloc async)
+  APPS_DRIVER_COPIES=1 run ref -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run ref
+  APPS_DRIVER_COPIES=1 run karma --mem "$mem" --karma -- "$bin/skipnet_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  grep -q "replaying the plan\|mode auto, .*prefetched" "$tmp/karma.err" || fail "no replay: $(grep '^karma' "$tmp/karma.err")"
+  grep -q "^karma: mode auto, [0-9]* iterations (158 ops each)" "$tmp/karma.err" ||
+    fail "the driver's copies were not all seen: $(grep '^karma: mode' "$tmp/karma.err")"
   grep '^karma: mode auto' "$tmp/karma.err"
   ;;
 inplace)

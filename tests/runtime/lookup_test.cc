@@ -38,6 +38,13 @@ TEST(LookupTest, OnlyVersionsWithTheWrappersAbi) {
   EXPECT_EQ(Choose("cuLaunchKernelEx", 11060), HookId::cuLaunchKernelEx);
   EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 8000), HookId::kCount);
   EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 12000), HookId::cuLaunchCooperativeKernel);
+  // The copies and memsets took 32-bit sizes before 3.2; cuMemcpy and cuMemcpyAsync came with 4.0.
+  EXPECT_EQ(Choose("cuMemcpyHtoD", 3010), HookId::kCount);
+  EXPECT_EQ(Choose("cuMemcpyHtoD", 3020), HookId::cuMemcpyHtoD_v2);
+  EXPECT_EQ(Choose("cuMemsetD32Async", 3010), HookId::kCount);
+  EXPECT_EQ(Choose("cuMemsetD32Async", 13000), HookId::cuMemsetD32Async);
+  EXPECT_EQ(Choose("cuMemcpy", 3020), HookId::kCount);
+  EXPECT_EQ(Choose("cuMemcpy", 4000), HookId::cuMemcpy);
 }
 
 TEST(LookupTest, StreamFlavours) {
@@ -53,6 +60,14 @@ TEST(LookupTest, StreamFlavours) {
   EXPECT_EQ(Choose("cuLaunchCooperativeKernel", 13000, ptds), HookId::cuLaunchCooperativeKernel_ptsz);
   EXPECT_EQ(Choose("cuMemAllocAsync", 12000, ptds), HookId::cuMemAllocAsync_ptsz);
   EXPECT_EQ(Choose("cuMemFreeAsync", 12000), HookId::cuMemFreeAsync);
+  // Synchronous copies and memsets use the default stream: their per-thread forms are the _ptds ones.
+  EXPECT_EQ(Choose("cuMemcpyHtoD", 12000, ptds), HookId::cuMemcpyHtoD_v2_ptds);
+  EXPECT_EQ(Choose("cuMemcpyHtoDAsync", 12000), HookId::cuMemcpyHtoDAsync_v2);
+  EXPECT_EQ(Choose("cuMemcpyHtoDAsync", 12000, ptds), HookId::cuMemcpyHtoDAsync_v2_ptsz);
+  EXPECT_EQ(Choose("cuMemsetD8", 13000, ptds), HookId::cuMemsetD8_v2_ptds);
+  EXPECT_EQ(Choose("cuMemsetD16Async", 13000, ptds), HookId::cuMemsetD16Async_ptsz);
+  EXPECT_EQ(Choose("cuMemcpy", 12000, ptds), HookId::cuMemcpy_ptds);
+  EXPECT_EQ(Choose("cuMemcpy", 6050, ptds), HookId::kCount);
   // Functions without a stream have one flavour.
   EXPECT_EQ(Choose("cuMemAlloc", 12000, ptds), HookId::cuMemAlloc_v2);
   EXPECT_EQ(Choose("cuMemGetInfo", 12000, ptds), HookId::cuMemGetInfo_v2);

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -78,6 +79,78 @@ struct Model {
     return p;
   }
   bool cooperative_bwd = false;  // the backward kernel through cudaLaunchCooperativeKernel
+  // Which entry points upload the input and zero the gradient.
+  enum class Copies { kRuntime, kRuntimePerThread, kRuntimeSyncPerThread, kDriver, kDriverPerThread, kDriverSync };
+  Copies copies = Copies::kRuntime;
+  void Upload(void* x, size_t n) {
+    const auto d = static_cast<CUdeviceptr>(U(x));
+    // The fake's driver functions: the runtime's, with the driver's types.
+    auto copy = [](CUdeviceptr, const void*, size_t n, CUstream s) {
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, s) == cudaSuccess
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_UNKNOWN;
+    };
+    auto any_copy = [](CUdeviceptr, CUdeviceptr, size_t n, CUstream s) {
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s) == cudaSuccess
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_UNKNOWN;
+    };
+    auto sync_copy = [](CUdeviceptr, const void*, size_t n) {
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, nullptr) == cudaSuccess
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_UNKNOWN;
+    };
+    auto rt_sync_copy = [](void*, const void*, size_t n, cudaMemcpyKind k) {
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, k, nullptr);
+    };
+    switch (copies) {
+      case Copies::kRuntime:
+        EXPECT_EQ(hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, x, host, n, cudaMemcpyHostToDevice, stream),
+                  cudaSuccess);
+        break;
+      case Copies::kRuntimePerThread:
+        EXPECT_EQ(
+            hook::cudaMemcpyAsync_ptsz(&testing::FakeRealMemcpyAsync, x, host, n, cudaMemcpyHostToDevice, stream),
+            cudaSuccess);
+        break;
+      case Copies::kRuntimeSyncPerThread:
+        EXPECT_EQ(hook::cudaMemcpy_ptds(rt_sync_copy, x, host, n, cudaMemcpyHostToDevice), cudaSuccess);
+        break;
+      case Copies::kDriver: EXPECT_EQ(hook::cuMemcpyHtoDAsync_v2(copy, d, host, n, stream), CUDA_SUCCESS); break;
+      case Copies::kDriverPerThread:
+        EXPECT_EQ(hook::cuMemcpyAsync_ptsz(any_copy, d, static_cast<CUdeviceptr>(U(host)), n, stream), CUDA_SUCCESS);
+        break;
+      case Copies::kDriverSync: EXPECT_EQ(hook::cuMemcpyHtoD_v2(sync_copy, d, host, n), CUDA_SUCCESS); break;
+    }
+  }
+  void Zero(void* g, size_t n) {
+    const auto d = static_cast<CUdeviceptr>(U(g));
+    auto set32 = [](CUdeviceptr, unsigned, size_t count, CUstream s) {
+      return testing::FakeRealMemsetAsync(nullptr, 0, count * 4, s) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+    };
+    auto set16 = [](CUdeviceptr, unsigned short, size_t count, CUstream s) {
+      return testing::FakeRealMemsetAsync(nullptr, 0, count * 2, s) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+    };
+    auto set8 = [](CUdeviceptr, unsigned char, size_t count) {
+      return testing::FakeRealMemsetAsync(nullptr, 0, count, nullptr) == cudaSuccess ? CUDA_SUCCESS
+                                                                                     : CUDA_ERROR_UNKNOWN;
+    };
+    auto rt_sync_set = [](void*, int, size_t count) { return testing::FakeRealMemsetAsync(nullptr, 0, count, nullptr); };
+    switch (copies) {
+      case Copies::kRuntime:
+        EXPECT_EQ(hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, g, 0, n, stream), cudaSuccess);
+        break;
+      case Copies::kRuntimePerThread:
+        EXPECT_EQ(hook::cudaMemsetAsync_ptsz(&testing::FakeRealMemsetAsync, g, 0, n, stream), cudaSuccess);
+        break;
+      case Copies::kRuntimeSyncPerThread: EXPECT_EQ(hook::cudaMemset_ptds(rt_sync_set, g, 0, n), cudaSuccess); break;
+      case Copies::kDriver: EXPECT_EQ(hook::cuMemsetD32Async(set32, d, 0, n / 4, stream), CUDA_SUCCESS); break;
+      case Copies::kDriverPerThread:
+        EXPECT_EQ(hook::cuMemsetD16Async_ptsz(set16, d, 0, n / 2, stream), CUDA_SUCCESS);
+        break;
+      case Copies::kDriverSync: EXPECT_EQ(hook::cuMemsetD8_v2(set8, d, 0, n), CUDA_SUCCESS); break;
+    }
+  }
   void Launch(const void* k, void** args) {
     if (cooperative_bwd && k == &kBwd) {
       EXPECT_EQ(hook::cudaLaunchCooperativeKernel(&testing::FakeRealLaunch, k, dim3(64), dim3(256), args, 0, stream),
@@ -88,7 +161,7 @@ struct Model {
   }
   void Step(bool extra_kernel = false) {
     void* x = Alloc(3 << 20);
-    hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, x, host, 3 << 20, cudaMemcpyHostToDevice, stream);
+    Upload(x, 3 << 20);
     void* a1 = Alloc(8 << 20);
     int n = 5;
     void* fwd_args[] = {&x, &w1, &a1, &n};
@@ -99,7 +172,7 @@ struct Model {
                          static_cast<float*>(a1), 256, static_cast<float*>(w2), 256, &beta, static_cast<float*>(a2),
                          256);
     void* g = Alloc(4 << 20);
-    hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, g, 0, 4 << 20, stream);
+    Zero(g, 4 << 20);
     void* bwd_args[] = {&a2, &a1, &g, &n};
     Launch(&kBwd, bwd_args);
     if (extra_kernel) Launch(&kBwd, bwd_args);
@@ -109,6 +182,18 @@ struct Model {
     hook::cudaStreamSynchronize(&testing::FakeRealStreamSynchronize, stream);
   }
 };
+
+// Runs 12 steps of `m` in a recording session: the recorded iteration, which has the step's 6 ops.
+void RecordSteps(Session& s, Model& m, std::optional<trace::Iteration>* out) {
+  m.Init();
+  for (int i = 0; i < 12; ++i) m.Step();
+  s.WaitForWorker();
+  ASSERT_EQ(s.state(), live::State::kRecorded);
+  auto it = trace::ReadKtraceFile(s.trace_path());
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  ASSERT_EQ(it->ops.size(), 6u);
+  *out = std::move(*it);
+}
 
 TEST_F(SessionTest, DeviceAllocationsComeFromTheArenaWithoutRealCalls) {
   Session& s = Start(Mode::kUm);
@@ -307,13 +392,8 @@ TEST_F(SessionTest, CooperativeLaunchesAreRecordedAndNeverLaunchedAgain) {
     Session& s = Start(Mode::kRecord);
     Model m;
     m.cooperative_bwd = cooperative;
-    m.Init();
-    for (int i = 0; i < 12; ++i) m.Step();
-    s.WaitForWorker();
-    ASSERT_EQ(s.state(), live::State::kRecorded) << cooperative;
-    auto it = trace::ReadKtraceFile(s.trace_path());
-    ASSERT_TRUE(it.ok()) << it.status().ToString();
-    ASSERT_EQ(it->ops.size(), 6u);
+    std::optional<trace::Iteration> it;
+    ASSERT_NO_FATAL_FAILURE(RecordSteps(s, m, &it)) << cooperative;
     const trace::Op& bwd = it->ops[4];
     EXPECT_EQ(bwd.name, "bwd_kernel");
     EXPECT_EQ(bwd.kind, trace::OpKind::kKernel);
@@ -323,6 +403,49 @@ TEST_F(SessionTest, CooperativeLaunchesAreRecordedAndNeverLaunchedAgain) {
     EXPECT_EQ(rec->ops[4].relaunch == nullptr, cooperative);
     EXPECT_NE(rec->ops[1].relaunch, nullptr);  // the forward kernel, launched plainly
     EXPECT_EQ(Fake().launches[&kBwd], 12);
+    TearDown();
+  }
+}
+
+// Copies and memsets through the driver API or the per-thread default stream's entry points are the same ops as
+// through the runtime's: the same iteration, each op with the same buffers and extents. Only the synchronous
+// forms' stream differs (the default stream's).
+TEST_F(SessionTest, DriverAndPerThreadCopiesAndMemsetsAreRecordedAsTheRuntimesAre) {
+  using Copies = Model::Copies;
+  std::vector<trace::Op> reference;
+  for (const Copies copies : {Copies::kRuntime, Copies::kRuntimePerThread, Copies::kRuntimeSyncPerThread,
+                              Copies::kDriver, Copies::kDriverPerThread, Copies::kDriverSync}) {
+    const int flavour = static_cast<int>(copies);
+    SetUp();
+    Session& s = Start(Mode::kRecord);
+    Model m;
+    m.copies = copies;
+    std::optional<trace::Iteration> it;
+    ASSERT_NO_FATAL_FAILURE(RecordSteps(s, m, &it)) << flavour;
+    const trace::Op& upload = it->ops[0];
+    const trace::Op& zero = it->ops[3];
+    EXPECT_EQ(upload.kind, trace::OpKind::kCopy) << flavour;
+    EXPECT_EQ(zero.kind, trace::OpKind::kMemset) << flavour;
+    ASSERT_EQ(upload.writes.size(), 1u) << flavour;
+    ASSERT_EQ(zero.writes.size(), 1u) << flavour;
+    EXPECT_EQ(it->buffers[upload.writes[0]].bytes, 3u << 20) << flavour;
+    EXPECT_EQ(it->buffers[zero.writes[0]].bytes, 4u << 20) << flavour;
+    const bool sync = copies == Copies::kRuntimeSyncPerThread || copies == Copies::kDriverSync;
+    EXPECT_EQ(upload.stream == it->ops[1].stream, !sync) << flavour;  // the forward kernel's stream
+    EXPECT_EQ(zero.stream == it->ops[1].stream, !sync) << flavour;
+    if (copies == Copies::kRuntime) {
+      reference = it->ops;
+    } else {
+      for (size_t i = 0; i < reference.size(); ++i) {
+        const trace::Op& a = reference[i];
+        const trace::Op& b = it->ops[i];
+        EXPECT_EQ(a.kind, b.kind) << flavour << " op " << i;
+        EXPECT_EQ(a.reads, b.reads) << flavour << " op " << i;
+        EXPECT_EQ(a.writes, b.writes) << flavour << " op " << i;
+        EXPECT_EQ(a.touches, b.touches) << flavour << " op " << i;
+        EXPECT_EQ(a.bytes, b.bytes) << flavour << " op " << i;
+      }
+    }
     TearDown();
   }
 }

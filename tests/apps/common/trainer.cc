@@ -2,6 +2,7 @@
 #include "common/trainer.h"
 
 #include <CLI/CLI.hpp>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <time.h>
 
@@ -38,6 +39,60 @@ const Module<kernels::BiasActFwd, kernels::BiasActBwd, kernels::Dropout, kernels
   }
   std::fprintf(stderr, "%s: CUDA error in %s: %s\n", g_program, what, detail);
   std::exit(1);
+}
+
+// ---- copies through the driver API ----------------------------------------------------------------------------
+
+// APPS_DRIVER_COPIES=1 in the environment: every copy through the driver API, with entry points from
+// cudaGetDriverEntryPointByVersion, as a library that reaches the driver itself copies. Null otherwise.
+struct DriverCopies {
+  PFN_cuMemcpyHtoDAsync_v3020 h2d = nullptr;
+  PFN_cuMemcpyDtoDAsync_v3020 d2d = nullptr;
+  PFN_cuMemcpyDtoHAsync_v3020 d2h = nullptr;
+  PFN_cuMemcpyDtoH_v3020 d2h_sync = nullptr;
+};
+
+template <typename Fn>
+void EntryPoint(const char* name, Fn* out) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  Check(cudaGetDriverEntryPointByVersion(name, &fn, CUDA_VERSION, cudaEnableDefault, &found),
+        "cudaGetDriverEntryPointByVersion");
+  if (fn == nullptr || found != cudaDriverEntryPointSuccess) Fail(false, name, "no driver entry point");
+  *out = reinterpret_cast<Fn>(fn);
+}
+
+const DriverCopies* Driver() {
+  static const DriverCopies* const copies = []() -> const DriverCopies* {
+    if (std::getenv("APPS_DRIVER_COPIES") == nullptr) return nullptr;
+    static DriverCopies c;
+    EntryPoint("cuMemcpyHtoDAsync", &c.h2d);
+    EntryPoint("cuMemcpyDtoDAsync", &c.d2d);
+    EntryPoint("cuMemcpyDtoHAsync", &c.d2h);
+    EntryPoint("cuMemcpyDtoH", &c.d2h_sync);
+    return &c;
+  }();
+  return copies;
+}
+
+CUdeviceptr Dev(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+
+void CheckDriver(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  char text[48];
+  std::snprintf(text, sizeof text, "driver error %d", static_cast<int>(r));
+  Fail(r == CUDA_ERROR_OUT_OF_MEMORY, what, text);
+}
+
+// The copies of the training loop: through the runtime, or the driver with APPS_DRIVER_COPIES.
+void CopyToHostAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (const DriverCopies* d = Driver()) return CheckDriver(d->d2h(dst, Dev(src), bytes, stream), "cuMemcpyDtoHAsync");
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+}
+
+void CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (const DriverCopies* d = Driver()) return CheckDriver(d->d2h_sync(dst, Dev(src), bytes), "cuMemcpyDtoH");
+  Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
 // ---- allocators -------------------------------------------------------------------------------------------
@@ -379,11 +434,17 @@ void Context::Free(float* p) {
 
 void Context::Upload(float* dst, const float* src, size_t count) {
   if (dry_) return;
+  if (const DriverCopies* d = Driver()) {
+    return CheckDriver(d->h2d(Dev(dst), src, count * sizeof(float), stream_), "cuMemcpyHtoDAsync");
+  }
   Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
 }
 
 void Context::Copy(float* dst, const float* src, size_t count) {
   if (dry_) return;
+  if (const DriverCopies* d = Driver()) {
+    return CheckDriver(d->d2d(Dev(dst), Dev(src), count * sizeof(float), stream_), "cuMemcpyDtoDAsync");
+  }
   Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
 }
 
@@ -603,9 +664,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
       if (!host_opt.Step()) Fail(false, "the host optimizer step", "karma_optimizer_step failed");
     }
     Check(cudaEventRecord(stop, stream), "cudaEventRecord");
-    Check(cudaMemcpyAsync(loss_host, loss_dev, sizeof(float) * static_cast<size_t>(local), cudaMemcpyDeviceToHost,
-                          stream),
-          "cudaMemcpyAsync");
+    CopyToHostAsync(loss_host, loss_dev, sizeof(float) * static_cast<size_t>(local), stream);
     Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     float loss = loss_host[0];
     for (int k = 1; k < local; ++k) loss += loss_host[k];
@@ -618,7 +677,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   uint64_t h = 0xcbf29ce484222325ull;
   model->ForEachParam([&](Param& p) {
     std::vector<float> host(static_cast<size_t>(p.n));
-    Check(cudaMemcpy(host.data(), p.w, host.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    CopyToHost(host.data(), p.w, host.size() * sizeof(float));
     h = Fnv1a(host.data(), host.size() * sizeof(float), h);
   });
   std::printf("checksum %016" PRIx64 "\n", h);

@@ -309,6 +309,29 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
   return Ret(d->Memset(devPtr, value, count, stream, false));
 }
 
+// The same for --default-stream per-thread builds: the default stream is the calling thread's. Each entry point
+// goes to the device itself, never through another exported one (which an interposer would see twice).
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Memcpy(dst, src, count, kind, cudaStreamPerThread, true));
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Memcpy(dst, src, count, kind, PerThreadStream(stream), false));
+}
+
+cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Memset(devPtr, value, count, cudaStreamPerThread, true));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->Memset(devPtr, value, count, PerThreadStream(stream), false));
+}
+
 cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location,
                                  unsigned int flags, cudaStream_t stream) {
   SIMCUDA_DEVICE(d);

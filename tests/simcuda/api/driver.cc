@@ -1,6 +1,7 @@
 // libcuda.so.1 on simcuda: the driver API subset over the same process-wide device as the runtime.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstring>
 #include <string>
@@ -42,6 +43,14 @@ CUresult ToCu(cudaError_t e) {
   if (d == nullptr) return CUDA_ERROR_NO_DEVICE
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
+
+// The stream a _ptsz entry point's work goes to: a null stream is the calling thread's.
+CUstream PerThread(CUstream s) { return s == nullptr ? CU_STREAM_PER_THREAD : s; }
+
+CUresult Fill(CUdeviceptr dst, uint32_t value, size_t element_bytes, size_t count, CUstream stream, bool blocking) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Fill(Ptr(dst), value, element_bytes, count, stream, blocking));
+}
 
 cudaMemLocation ToLocation(CUmemLocation l) {
   cudaMemLocation r;
@@ -115,6 +124,13 @@ constexpr Versioned kVersioned[] = {
     {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"},
     {"cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"},
     {"cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"},
+    {"cuMemcpyDtoD", 3020, "cuMemcpyDtoD_v2"},
+    {"cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2"},
+    {"cuMemcpyDtoHAsync", 3020, "cuMemcpyDtoHAsync_v2"},
+    {"cuMemcpyDtoDAsync", 3020, "cuMemcpyDtoDAsync_v2"},
+    {"cuMemsetD8", 3020, "cuMemsetD8_v2"},
+    {"cuMemsetD16", 3020, "cuMemsetD16_v2"},
+    {"cuMemsetD32", 3020, "cuMemsetD32_v2"},
     {"cuStreamDestroy", 4000, "cuStreamDestroy_v2"},
     {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
     {"cuEventElapsedTime", 12080, "cuEventElapsedTime_v2"},
@@ -133,7 +149,20 @@ void* Self(Dl_info* info) {
   return handle;
 }
 
-CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, CUdriverProcAddressQueryResult* status) {
+// `name` when this library implements it: a generated stub for an unimplemented function is a weak symbol.
+void* Implemented(void* handle, const char* name) {
+  void* fn = dlsym(handle, name);
+  Dl_info info;
+  void* entry = nullptr;
+  if (fn == nullptr || dladdr1(fn, &info, &entry, RTLD_DL_SYMENT) == 0 || entry == nullptr) return nullptr;
+  const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+  return ELF64_ST_BIND(sym->st_info) == STB_WEAK ? nullptr : fn;
+}
+
+// A per-thread-default-stream lookup gets the _ptsz / _ptds form where this library implements one, the function
+// itself otherwise (the launches: the model gives the legacy and the per-thread default stream the same order).
+CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -145,7 +174,13 @@ CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, CUdriverProcAdd
   }
   Dl_info self;
   void* handle = Self(&self);
-  void* fn = handle != nullptr ? dlsym(handle, name) : nullptr;
+  void* fn = nullptr;
+  if (handle != nullptr && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0) {
+    for (const char* suffix : {"_ptsz", "_ptds"}) {
+      if (fn == nullptr) fn = Implemented(handle, (std::string(name) + suffix).c_str());
+    }
+  }
+  if (fn == nullptr && handle != nullptr) fn = dlsym(handle, name);
   Dl_info where;
   if (fn == nullptr || dladdr(fn, &where) == 0 || where.dli_fbase != self.dli_fbase) return CUDA_ERROR_NOT_FOUND;
   *pfn = fn;
@@ -230,12 +265,11 @@ CUresult cuCtxSynchronize(void) {
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {
-  // Per-thread default stream variants are served by the same functions: the model's streams do not differ.
-  return Lookup(symbol, pfn, cudaVersion, symbolStatus);
+  return Lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-  return Lookup(symbol, pfn, cudaVersion, nullptr);
+  return Lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
 // ---- memory -------------------------------------------------------------------------------------------------
@@ -286,19 +320,114 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
+// ---- copies and memsets: the synchronous ones on the default stream (the legacy one, or the calling thread's
+// for the _ptds forms), the asynchronous ones on theirs (a null stream of a _ptsz form is the thread's). None
+// calls another exported entry point, which an interposer would see twice ----
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dst), Ptr(src), ByteCount, cudaMemcpyDefault, nullptr, true));
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dst), Ptr(src), ByteCount, cudaMemcpyDefault, CU_STREAM_PER_THREAD, true));
+}
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
   SIMCUDA_DEVICE(d);
   return ToCu(d->Memcpy(Ptr(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, nullptr, true));
 }
-
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, CU_STREAM_PER_THREAD, true));
+}
 CUresult cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
   SIMCUDA_DEVICE(d);
   return ToCu(d->Memcpy(dstHost, Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToHost, nullptr, true));
+}
+CUresult cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(dstHost, Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToHost, CU_STREAM_PER_THREAD, true));
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dstDevice), Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, nullptr, true));
+}
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(
+      d->Memcpy(Ptr(dstDevice), Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, CU_STREAM_PER_THREAD, true));
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
   SIMCUDA_DEVICE(d);
   return ToCu(d->Memcpy(Ptr(dst), Ptr(src), ByteCount, cudaMemcpyDefault, hStream, false));
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dst), Ptr(src), ByteCount, cudaMemcpyDefault, PerThread(hStream), false));
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, hStream, false));
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, PerThread(hStream), false));
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(dstHost, Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToHost, hStream, false));
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(dstHost, Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToHost, PerThread(hStream), false));
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(d->Memcpy(Ptr(dstDevice), Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, hStream, false));
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream) {
+  SIMCUDA_DEVICE(d);
+  return ToCu(
+      d->Memcpy(Ptr(dstDevice), Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, PerThread(hStream), false));
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return Fill(dstDevice, uc, 1, N, nullptr, true);
+}
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return Fill(dstDevice, uc, 1, N, CU_STREAM_PER_THREAD, true);
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return Fill(dstDevice, us, 2, N, nullptr, true);
+}
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return Fill(dstDevice, us, 2, N, CU_STREAM_PER_THREAD, true);
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return Fill(dstDevice, ui, 4, N, nullptr, true);
+}
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return Fill(dstDevice, ui, 4, N, CU_STREAM_PER_THREAD, true);
+}
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return Fill(dstDevice, uc, 1, N, hStream, false);
+}
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return Fill(dstDevice, uc, 1, N, PerThread(hStream), false);
+}
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
+  return Fill(dstDevice, us, 2, N, hStream, false);
+}
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
+  return Fill(dstDevice, us, 2, N, PerThread(hStream), false);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  return Fill(dstDevice, ui, 4, N, hStream, false);
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  return Fill(dstDevice, ui, 4, N, PerThread(hStream), false);
 }
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,

@@ -664,6 +664,16 @@ cudaError_t Device::Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyK
 }
 
 cudaError_t Device::Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool blocking) {
+  return Fill(dst, static_cast<uint8_t>(value), 1, bytes, stream, blocking);
+}
+
+cudaError_t Device::Fill(void* dst, uint32_t value, size_t element_bytes, size_t count, cudaStream_t stream,
+                         bool blocking) {
+  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4) return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(dst) % element_bytes != 0 || count > SIZE_MAX / element_bytes) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t bytes = count * element_bytes;
   std::lock_guard lock(mu_);
   CUstream_st* s = ResolveStream(stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
@@ -683,7 +693,12 @@ cudaError_t Device::Memset(void* dst, int value, size_t bytes, cudaStream_t stre
   PlaceWritebacks(faults.writebacks, start);
   s->tail = end;
   Trace("memset", fmt::format("{} bytes", bytes), start, end);
-  std::memset(dst, value, bytes);
+  if (element_bytes == 1) {
+    std::memset(dst, static_cast<int>(value), bytes);
+  } else {
+    auto* out = static_cast<unsigned char*>(dst);
+    for (size_t i = 0; i < count; ++i) std::memcpy(out + i * element_bytes, &value, element_bytes);
+  }
   if (blocking) AdvanceHost(end);
   return cudaSuccess;
 }

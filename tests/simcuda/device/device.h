@@ -139,6 +139,9 @@ class Device {
   cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
                      bool blocking);
   cudaError_t Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool blocking);
+  // cuMemsetD16/D32: `count` elements of 2 or 4 bytes set to `value`; `dst` aligned to the element.
+  cudaError_t Fill(void* dst, uint32_t value, size_t element_bytes, size_t count, cudaStream_t stream,
+                   bool blocking);
 
   // Streams and events.
   cudaError_t StreamCreate(cudaStream_t* stream, unsigned flags, int priority);

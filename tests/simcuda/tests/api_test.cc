@@ -3,8 +3,10 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <fatbinary_section.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +176,18 @@ TEST(Api, DriverEntryPointsResolveKnownNamesOnly) {
     EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << unknown;
   }
   EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &p, 99000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+  // Per-thread-default-stream lookups get the _ptsz / _ptds form where there is one.
+  const uint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemsetD32Async", &p, 13000, ptds, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, dlsym(RTLD_DEFAULT, "cuMemsetD32Async_ptsz"));
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyHtoD", &p, 13000, ptds, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2_ptds"));
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyHtoD", &p, 13000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemcpyHtoD_v2));
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyDtoDAsync", &p, 13000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemcpyDtoDAsync_v2));
+  ASSERT_EQ(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000, ptds, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cuLaunchKernel));  // no _ptsz form here: the launch names its stream
 
   // The runtime's lookups return the driver's functions; unknown names are success with a null pointer.
   cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
@@ -189,6 +203,71 @@ TEST(Api, DriverEntryPointsResolveKnownNamesOnly) {
 #pragma GCC diagnostic pop
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(q, cudaDriverEntryPointSymbolNotFound);
+}
+
+// The driver's copies and fills, each form: what lands on the device and back, element patterns, alignment.
+TEST(Api, DriverCopiesAndMemsets) {
+  constexpr size_t kBytes = 64 << 10;
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&b, kBytes, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  std::vector<uint8_t> host(kBytes);
+  auto read_back = [&](CUdeviceptr from) {
+    std::fill(host.begin(), host.end(), 0);
+    EXPECT_EQ(cuMemcpyDtoH_v2(host.data(), from, kBytes), CUDA_SUCCESS);
+  };
+  auto word = [&](size_t offset) {
+    uint32_t w = 0;
+    std::memcpy(&w, host.data() + offset, 4);
+    return w;
+  };
+
+  ASSERT_EQ(cuMemsetD32_v2(a, 0x11223344u, kBytes / 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD16Async(a + 6, 0xabcd, 3, s), CUDA_SUCCESS);  // bytes 6-11
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  using SetD8 = CUresult (*)(CUdeviceptr, unsigned char, size_t);
+  auto set_d8_ptds = reinterpret_cast<SetD8>(dlsym(RTLD_DEFAULT, "cuMemsetD8_v2_ptds"));
+  ASSERT_NE(set_d8_ptds, nullptr);
+  ASSERT_EQ(set_d8_ptds(a + 12, 0x7f, 2), CUDA_SUCCESS);  // bytes 12-13
+  read_back(a);
+  EXPECT_EQ(word(0), 0x11223344u);
+  EXPECT_EQ(word(4), 0xabcd3344u);
+  EXPECT_EQ(word(8), 0xabcdabcdu);
+  EXPECT_EQ(word(12), 0x11227f7fu);
+  EXPECT_EQ(word(kBytes - 4), 0x11223344u);
+  EXPECT_EQ(cuMemsetD32Async(a + 2, 0, 1, s), CUDA_ERROR_INVALID_VALUE);  // not aligned to the element
+  EXPECT_EQ(cuMemsetD16_v2(a + 1, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD8_v2(a + kBytes - 1, 0, 2), CUDA_ERROR_INVALID_VALUE);  // past the allocation
+
+  // Host -> a (per-thread stream, null), a -> b (a stream), b -> host (unified addressing): the bytes survive.
+  std::vector<uint8_t> pattern(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 3);
+  using CopyHtoDAsync = CUresult (*)(CUdeviceptr, const void*, size_t, CUstream);
+  auto h2d_ptsz = reinterpret_cast<CopyHtoDAsync>(dlsym(RTLD_DEFAULT, "cuMemcpyHtoDAsync_v2_ptsz"));
+  ASSERT_NE(h2d_ptsz, nullptr);
+  ASSERT_EQ(h2d_ptsz(a, pattern.data(), kBytes, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync_v2(b, a, kBytes, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  std::vector<uint8_t> out(kBytes);
+  ASSERT_EQ(cuMemcpy(reinterpret_cast<CUdeviceptr>(out.data()), b, kBytes), CUDA_SUCCESS);
+  EXPECT_EQ(out, pattern);
+  ASSERT_EQ(cuMemsetD8Async(b, 0, kBytes, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoD_v2(a, b, kBytes / 2), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAsync(b, reinterpret_cast<CUdeviceptr>(pattern.data()), 16, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync_v2(out.data(), b, kBytes, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 16, pattern.begin()));
+  EXPECT_TRUE(std::all_of(out.begin() + 16, out.end(), [](uint8_t v) { return v == 0; }));
+  read_back(a);
+  EXPECT_TRUE(std::all_of(host.begin(), host.begin() + kBytes / 2, [](uint8_t v) { return v == 0; }));
+  EXPECT_TRUE(std::equal(host.begin() + kBytes / 2, host.end(), pattern.begin() + kBytes / 2));
+
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
 }
 
 // C = A * B on the host, summed in the same order as simcuda's GEMM.
