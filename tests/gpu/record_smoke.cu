@@ -1,6 +1,7 @@
 // A toy training loop on a real GPU for libkarma.so's phase-1 checks: device buffers through cudaMalloc,
 // cudaMallocAsync and the driver's cuMemAlloc (looked up through cudaGetDriverEntryPoint), kernels with pointer
-// and struct parameters, copies, memsets and a host synchronization per iteration. Prints a checksum that must
+// and struct parameters, copies, a memset through the driver's cuMemsetD32Async (looked up likewise) and a host
+// synchronization per iteration. Prints a checksum that must
 // not change under LD_PRELOAD=libkarma.so, and the time per empty kernel launch.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -59,6 +60,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   float* g = reinterpret_cast<float*>(gd);
+  // The gradient is zeroed through the driver too, as a library that reaches the driver itself would.
+  using MemsetD32Async = CUresult (*)(CUdeviceptr, unsigned int, size_t, CUstream);
+  CHECK(cudaGetDriverEntryPointByVersion("cuMemsetD32Async", &fn, 12000, cudaEnableDefault, &q));
+  const auto memset_d32 = reinterpret_cast<MemsetD32Async>(fn);
+  if (memset_d32 == nullptr) {
+    std::fprintf(stderr, "no cuMemsetD32Async entry point\n");
+    return 1;
+  }
   std::vector<float> host(n);
   for (int i = 0; i < n; ++i) host[i] = static_cast<float>((static_cast<long long>(i) * 7919) % 1000) / 1000.f;
   CHECK(cudaMemcpy(w, host.data(), bytes, cudaMemcpyHostToDevice));
@@ -73,7 +82,10 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpyAsync(x, host.data(), bytes, cudaMemcpyHostToDevice, s));
     CHECK(cudaMallocAsync(&y, bytes, s));
     Forward<<<blocks, threads, 0, s>>>(x, Layer{w, y, n});
-    CHECK(cudaMemsetAsync(g, 0, bytes, s));
+    if (memset_d32(gd, 0, n, s) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cuMemsetD32Async failed\n");
+      return 1;
+    }
     Backward<<<blocks, threads, 0, s>>>(y, x, g, n);
     Sgd<<<blocks, threads, 0, s>>>(w, g, n);
     CHECK(cudaFreeAsync(x, s));

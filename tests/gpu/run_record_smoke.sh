@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs tests/gpu/record_smoke.cu on a real GPU without KARMA and under KARMA_MODE=off|um|record; the checksums
-# must match, and the recorded trace must open in karma-trace.
+# must match, and the recorded trace must open in karma-trace and hold the memset made through the driver API.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KARMA_BUILD:-$root/build}
@@ -27,7 +27,13 @@ if [[ -z $trace ]]; then
   status=1
 else
   "$build/bin/karma-trace" summary "$trace"
-  "$build/bin/karma-trace" ops "$trace" --sort id
+  "$build/bin/karma-trace" ops "$trace" --sort id | tee "$work/ops.txt"
+  # The gradient's zeroing goes through the driver's cuMemsetD32Async: recorded as a memset only if the lookup
+  # handed out KARMA's wrapper.
+  if ! grep -qw memset "$work/ops.txt"; then
+    echo "FAIL: the driver's memset (cuMemsetD32Async) is not in the recorded iteration" >&2
+    status=1
+  fi
 fi
 [[ $status == 0 ]] && echo "record_smoke: OK"
 exit $status
