@@ -160,7 +160,7 @@ void* Implemented(void* handle, const char* name) {
 }
 
 // A per-thread-default-stream lookup gets the _ptsz / _ptds form where this library implements one, the function
-// itself otherwise (the launches: the model gives the legacy and the per-thread default stream the same order).
+// itself otherwise (the launches, which have no per-thread form here).
 CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                 CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
