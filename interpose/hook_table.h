@@ -83,6 +83,14 @@
   X(kCudart, cudaError_t, cudaMemset2DAsync_ptsz,                                                               \
     (void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),                  \
     (devPtr, pitch, value, width, height, stream), KARMA_NO_LOOKUP)                                             \
+  X(kCudart, cudaError_t, cudaMemcpyBatchAsync,                                                                 \
+    (void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,                             \
+     cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream),                     \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream), KARMA_NO_LOOKUP)                            \
+  X(kCudart, cudaError_t, cudaMemcpyBatchAsync_ptsz,                                                            \
+    (void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,                             \
+     cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream),                     \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream), KARMA_NO_LOOKUP)                            \
   /* ---- CUDA runtime: launches ---- */                                                                        \
   X(kCudart, cudaError_t, cudaLaunchKernel,                                                                     \
     (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream),         \
@@ -260,6 +268,26 @@
   X(kDriver, CUresult, cuMemsetD32Async_ptsz, (CUdeviceptr dstDevice, unsigned int ui, size_t N,                \
      CUstream hStream),                                                                                         \
     (dstDevice, ui, N, hStream), KARMA_LOOKUP("cuMemsetD32Async", 7000, 0, kPerThreadStream))                   \
+  X(kDriver, CUresult, cuMemcpyBatchAsync,                                                                      \
+    (CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,              \
+     size_t* attrsIdxs, size_t numAttrs, size_t* failIdx, CUstream hStream),                                    \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream),                                   \
+    KARMA_LOOKUP("cuMemcpyBatchAsync", 12080, 13000, kLegacyStream))                                            \
+  X(kDriver, CUresult, cuMemcpyBatchAsync_ptsz,                                                                 \
+    (CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,              \
+     size_t* attrsIdxs, size_t numAttrs, size_t* failIdx, CUstream hStream),                                    \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream),                                   \
+    KARMA_LOOKUP("cuMemcpyBatchAsync", 12080, 13000, kPerThreadStream))                                         \
+  X(kDriver, CUresult, cuMemcpyBatchAsync_v2,                                                                   \
+    (CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,              \
+     size_t* attrsIdxs, size_t numAttrs, CUstream hStream),                                                     \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream),                                            \
+    KARMA_LOOKUP("cuMemcpyBatchAsync", 13000, 0, kLegacyStream))                                                \
+  X(kDriver, CUresult, cuMemcpyBatchAsync_v2_ptsz,                                                              \
+    (CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,              \
+     size_t* attrsIdxs, size_t numAttrs, CUstream hStream),                                                     \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream),                                            \
+    KARMA_LOOKUP("cuMemcpyBatchAsync", 13000, 0, kPerThreadStream))                                             \
   X(kDriver, CUresult, cuGetProcAddress, (const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags),   \
     (symbol, pfn, cudaVersion, flags), KARMA_LOOKUP("cuGetProcAddress", 11030, 12000, kAnyStream))               \
   X(kDriver, CUresult, cuGetProcAddress_v2,                                                                     \

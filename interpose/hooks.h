@@ -13,8 +13,9 @@
 #include "interpose/hook_table.h"
 #include "runtime/session/cuda_api.h"
 
-// cuda.h renames cuGetProcAddress to its _v2; the table names both ABIs explicitly.
+// cuda.h renames cuGetProcAddress and cuMemcpyBatchAsync to their _v2; the table names both ABIs explicitly.
 #undef cuGetProcAddress
+#undef cuMemcpyBatchAsync
 
 // (a, b) -> a, b; () -> nothing.
 #define KARMA_UNPAREN(...) __VA_ARGS__

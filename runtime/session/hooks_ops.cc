@@ -61,6 +61,24 @@ OpDesc Copy(const void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kin
   return d;
 }
 
+// A batch of copies (cudaMemcpyBatchAsync): one op that reads each source and writes each destination.
+template <typename Dst, typename Src>
+OpDesc BatchCopy(const Dst* dsts, const Src* srcs, const size_t* sizes, size_t count, StreamKey stream) {
+  OpDesc d;
+  d.kind = trace::OpKind::kCopy;
+  d.name = "memcpy batch";
+  d.stream = stream;
+  d.shape = count;
+  d.operands.reserve(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    d.operands.push_back({AddressOf(srcs[i]), Access::kRead, false, sizes[i]});
+    d.operands.push_back({AddressOf(dsts[i]), Access::kWrite, false, sizes[i], true});
+    d.shape = rt::HashMix(d.shape, sizes[i]);
+    d.bytes += 2 * sizes[i];
+  }
+  return d;
+}
+
 OpDesc Memset(const void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
   OpDesc d;
   d.kind = trace::OpKind::kMemset;
@@ -352,6 +370,58 @@ cudaError_t cudaMemset2DAsync_ptsz(cudaMemset2DAsync_ptsz_fn real, void* devPtr,
                                    size_t height, cudaStream_t stream) {
   return MemsetOp(cudaSuccess, devPtr, uint64_t{width} * height, true, rt::PerThreadKeyOf(stream),
                   [&] { return real(devPtr, pitch, value, width, height, stream); });
+}
+
+// A batch: the operands are read from the caller's arrays before the call (which it may not change).
+template <typename Err, typename Dst, typename Src, typename Call>
+Err BatchOp(Err ok, const Dst* dsts, const Src* srcs, const size_t* sizes, size_t count, StreamKey stream,
+            Call call) {
+  Session* s = Session::Get();
+  if (s == nullptr || dsts == nullptr || srcs == nullptr || sizes == nullptr) return call();
+  return rt::Observed(s, BatchCopy(dsts, srcs, sizes, count, stream), ok, call);
+}
+
+cudaError_t cudaMemcpyBatchAsync(cudaMemcpyBatchAsync_fn real, void* const* dsts, const void* const* srcs,
+                                 const size_t* sizes, size_t count, cudaMemcpyAttributes* attrs, size_t* attrsIdxs,
+                                 size_t numAttrs, cudaStream_t stream) {
+  return BatchOp(cudaSuccess, dsts, srcs, sizes, count, rt::KeyOf(stream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
+}
+
+cudaError_t cudaMemcpyBatchAsync_ptsz(cudaMemcpyBatchAsync_ptsz_fn real, void* const* dsts, const void* const* srcs,
+                                      const size_t* sizes, size_t count, cudaMemcpyAttributes* attrs,
+                                      size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+  return BatchOp(cudaSuccess, dsts, srcs, sizes, count, rt::PerThreadKeyOf(stream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
+}
+
+// The driver's batches: CUDA 12.8's ABI reports the failing copy's index (failIdx), 13.0's (_v2) does not.
+CUresult cuMemcpyBatchAsync(cuMemcpyBatchAsync_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                            size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                            size_t* failIdx, CUstream hStream) {
+  return BatchOp(CUDA_SUCCESS, dsts, srcs, sizes, count, rt::KeyOf(hStream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream); });
+}
+
+CUresult cuMemcpyBatchAsync_ptsz(cuMemcpyBatchAsync_ptsz_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs,
+                                 size_t* sizes, size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs,
+                                 size_t numAttrs, size_t* failIdx, CUstream hStream) {
+  return BatchOp(CUDA_SUCCESS, dsts, srcs, sizes, count, rt::PerThreadKeyOf(hStream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream); });
+}
+
+CUresult cuMemcpyBatchAsync_v2(cuMemcpyBatchAsync_v2_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                               size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                               CUstream hStream) {
+  return BatchOp(CUDA_SUCCESS, dsts, srcs, sizes, count, rt::KeyOf(hStream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream); });
+}
+
+CUresult cuMemcpyBatchAsync_v2_ptsz(cuMemcpyBatchAsync_v2_ptsz_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs,
+                                    size_t* sizes, size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs,
+                                    size_t numAttrs, CUstream hStream) {
+  return BatchOp(CUDA_SUCCESS, dsts, srcs, sizes, count, rt::PerThreadKeyOf(hStream),
+                 [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream); });
 }
 
 // The driver's: cuMemcpy and cuMemcpyAsync infer the direction from the addresses (unified addressing).

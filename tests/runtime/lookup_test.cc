@@ -45,6 +45,11 @@ TEST(LookupTest, OnlyVersionsWithTheWrappersAbi) {
   EXPECT_EQ(Choose("cuMemsetD32Async", 13000), HookId::cuMemsetD32Async);
   EXPECT_EQ(Choose("cuMemcpy", 3020), HookId::kCount);
   EXPECT_EQ(Choose("cuMemcpy", 4000), HookId::cuMemcpy);
+  // cuMemcpyBatchAsync came with 12.8 (reporting the failing copy) and changed its ABI in 13.0 (_v2).
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 12070), HookId::kCount);
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 12080), HookId::cuMemcpyBatchAsync);
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 12090), HookId::cuMemcpyBatchAsync);
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 13000), HookId::cuMemcpyBatchAsync_v2);
 }
 
 TEST(LookupTest, StreamFlavours) {
@@ -68,6 +73,8 @@ TEST(LookupTest, StreamFlavours) {
   EXPECT_EQ(Choose("cuMemsetD16Async", 13000, ptds), HookId::cuMemsetD16Async_ptsz);
   EXPECT_EQ(Choose("cuMemcpy", 12000, ptds), HookId::cuMemcpy_ptds);
   EXPECT_EQ(Choose("cuMemcpy", 6050, ptds), HookId::kCount);
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 12080, ptds), HookId::cuMemcpyBatchAsync_ptsz);
+  EXPECT_EQ(Choose("cuMemcpyBatchAsync", 13000, ptds), HookId::cuMemcpyBatchAsync_v2_ptsz);
   // Functions without a stream have one flavour.
   EXPECT_EQ(Choose("cuMemAlloc", 12000, ptds), HookId::cuMemAlloc_v2);
   EXPECT_EQ(Choose("cuMemGetInfo", 12000, ptds), HookId::cuMemGetInfo_v2);

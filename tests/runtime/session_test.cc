@@ -80,7 +80,17 @@ struct Model {
   }
   bool cooperative_bwd = false;  // the backward kernel through cudaLaunchCooperativeKernel
   // Which entry points upload the input and zero the gradient.
-  enum class Copies { kRuntime, kRuntimePerThread, kRuntimeSyncPerThread, kDriver, kDriverPerThread, kDriverSync };
+  enum class Copies {
+    kRuntime,
+    kRuntimePerThread,
+    kRuntimeSyncPerThread,
+    kDriver,
+    kDriverPerThread,
+    kDriverSync,
+    kRuntimeBatch,    // the upload as a batch of one copy (cudaMemcpyBatchAsync)
+    kDriverBatch,     // the same through cuMemcpyBatchAsync_v2_ptsz
+    kRuntimeBatchOfTwo,  // a batch that also uploads w2
+  };
   Copies copies = Copies::kRuntime;
   void Upload(void* x, size_t n) {
     const auto d = static_cast<CUdeviceptr>(U(x));
@@ -103,6 +113,25 @@ struct Model {
     auto rt_sync_copy = [](void*, const void*, size_t n, cudaMemcpyKind k) {
       return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, k, nullptr);
     };
+    auto batch = [](void* const*, const void* const*, const size_t* sizes, size_t count, cudaMemcpyAttributes*,
+                    size_t*, size_t, cudaStream_t s) {
+      size_t n = 0;
+      for (size_t i = 0; i < count; ++i) n += sizes[i];
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s);
+    };
+    auto driver_batch = [](CUdeviceptr*, CUdeviceptr*, size_t* sizes, size_t count, CUmemcpyAttributes*, size_t*,
+                           size_t, CUstream s) {
+      size_t n = 0;
+      for (size_t i = 0; i < count; ++i) n += sizes[i];
+      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s) == cudaSuccess
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_UNKNOWN;
+    };
+    cudaMemcpyAttributes attrs{};
+    attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    CUmemcpyAttributes driver_attrs{};
+    driver_attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    size_t first = 0;
     switch (copies) {
       case Copies::kRuntime:
         EXPECT_EQ(hook::cudaMemcpyAsync(&testing::FakeRealMemcpyAsync, x, host, n, cudaMemcpyHostToDevice, stream),
@@ -121,6 +150,29 @@ struct Model {
         EXPECT_EQ(hook::cuMemcpyAsync_ptsz(any_copy, d, static_cast<CUdeviceptr>(U(host)), n, stream), CUDA_SUCCESS);
         break;
       case Copies::kDriverSync: EXPECT_EQ(hook::cuMemcpyHtoD_v2(sync_copy, d, host, n), CUDA_SUCCESS); break;
+      case Copies::kRuntimeBatch: {
+        void* dsts[] = {x};
+        const void* srcs[] = {host};
+        const size_t sizes[] = {n};
+        EXPECT_EQ(hook::cudaMemcpyBatchAsync(batch, dsts, srcs, sizes, 1, &attrs, &first, 1, stream), cudaSuccess);
+        break;
+      }
+      case Copies::kDriverBatch: {
+        CUdeviceptr dsts[] = {d};
+        CUdeviceptr srcs[] = {static_cast<CUdeviceptr>(U(host))};
+        size_t sizes[] = {n};
+        EXPECT_EQ(hook::cuMemcpyBatchAsync_v2_ptsz(driver_batch, dsts, srcs, sizes, 1, &driver_attrs, &first, 1,
+                                                   stream),
+                  CUDA_SUCCESS);
+        break;
+      }
+      case Copies::kRuntimeBatchOfTwo: {
+        void* dsts[] = {x, w2};
+        const void* srcs[] = {host, host};
+        const size_t sizes[] = {n, 1 << 20};
+        EXPECT_EQ(hook::cudaMemcpyBatchAsync(batch, dsts, srcs, sizes, 2, &attrs, &first, 1, stream), cudaSuccess);
+        break;
+      }
     }
   }
   void Zero(void* g, size_t n) {
@@ -149,6 +201,11 @@ struct Model {
         EXPECT_EQ(hook::cuMemsetD16Async_ptsz(set16, d, 0, n / 2, stream), CUDA_SUCCESS);
         break;
       case Copies::kDriverSync: EXPECT_EQ(hook::cuMemsetD8_v2(set8, d, 0, n), CUDA_SUCCESS); break;
+      case Copies::kRuntimeBatch:
+      case Copies::kDriverBatch:
+      case Copies::kRuntimeBatchOfTwo:
+        EXPECT_EQ(hook::cudaMemsetAsync(&testing::FakeRealMemsetAsync, g, 0, n, stream), cudaSuccess);
+        break;
     }
   }
   void Launch(const void* k, void** args) {
@@ -407,14 +464,15 @@ TEST_F(SessionTest, CooperativeLaunchesAreRecordedAndNeverLaunchedAgain) {
   }
 }
 
-// Copies and memsets through the driver API or the per-thread default stream's entry points are the same ops as
-// through the runtime's: the same iteration, each op with the same buffers and extents. Only the synchronous
-// forms' stream differs (the default stream's).
+// Copies and memsets through the driver API, the per-thread default stream's entry points or a batch of copies
+// are the same ops as through the runtime's: the same iteration, each op with the same buffers and extents. Only
+// the synchronous forms' stream differs (the default stream's). A batch of two copies is one op writing both.
 TEST_F(SessionTest, DriverAndPerThreadCopiesAndMemsetsAreRecordedAsTheRuntimesAre) {
   using Copies = Model::Copies;
   std::vector<trace::Op> reference;
   for (const Copies copies : {Copies::kRuntime, Copies::kRuntimePerThread, Copies::kRuntimeSyncPerThread,
-                              Copies::kDriver, Copies::kDriverPerThread, Copies::kDriverSync}) {
+                              Copies::kDriver, Copies::kDriverPerThread, Copies::kDriverSync, Copies::kRuntimeBatch,
+                              Copies::kDriverBatch, Copies::kRuntimeBatchOfTwo}) {
     const int flavour = static_cast<int>(copies);
     SetUp();
     Session& s = Start(Mode::kRecord);
@@ -426,6 +484,13 @@ TEST_F(SessionTest, DriverAndPerThreadCopiesAndMemsetsAreRecordedAsTheRuntimesAr
     const trace::Op& zero = it->ops[3];
     EXPECT_EQ(upload.kind, trace::OpKind::kCopy) << flavour;
     EXPECT_EQ(zero.kind, trace::OpKind::kMemset) << flavour;
+    if (copies == Copies::kRuntimeBatchOfTwo) {  // one op writes both: x and w2
+      ASSERT_EQ(upload.writes.size(), 2u);
+      EXPECT_EQ(it->buffers[upload.writes[0]].bytes + it->buffers[upload.writes[1]].bytes, 4u << 20);
+      EXPECT_EQ(upload.bytes, 2u * (4u << 20));
+      TearDown();
+      continue;
+    }
     ASSERT_EQ(upload.writes.size(), 1u) << flavour;
     ASSERT_EQ(zero.writes.size(), 1u) << flavour;
     EXPECT_EQ(it->buffers[upload.writes[0]].bytes, 3u << 20) << flavour;

@@ -332,6 +332,18 @@ cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStre
   return Ret(d->Memset(devPtr, value, count, PerThreadStream(stream), false));
 }
 
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return Ret(simcuda::MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream));
+}
+
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                      struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                      cudaStream_t stream) {
+  return Ret(simcuda::MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, PerThreadStream(stream)));
+}
+
 cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location,
                                  unsigned int flags, cudaStream_t stream) {
   SIMCUDA_DEVICE(d);

@@ -12,6 +12,11 @@
 // The unversioned legacy entry point is exported too; cuda.h renames cuGetProcAddress to its _v2.
 #undef cuGetProcAddress
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags);
+// Likewise cuMemcpyBatchAsync: CUDA 12.8's ABI (with failIdx) keeps the plain name.
+#undef cuMemcpyBatchAsync
+extern "C" CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                       CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                       size_t* failIdx, CUstream hStream);
 
 struct CUctx_st {
   int unused;
@@ -50,6 +55,18 @@ CUstream PerThread(CUstream s) { return s == nullptr ? CU_STREAM_PER_THREAD : s;
 CUresult Fill(CUdeviceptr dst, uint32_t value, size_t element_bytes, size_t count, CUstream stream, bool blocking) {
   SIMCUDA_DEVICE(d);
   return ToCu(d->Fill(Ptr(dst), value, element_bytes, count, stream, blocking));
+}
+
+// cuMemcpyBatchAsync, either ABI; CUDA 12.8's names the failing copy (failIdx: SIZE_MAX when the batch as a
+// whole is refused).
+CUresult Batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
+               size_t* attrsIdxs, size_t numAttrs, CUstream stream, size_t* failIdx) {
+  static_assert(sizeof(CUdeviceptr) == sizeof(void*));
+  const cudaError_t e = simcuda::MemcpyBatch(reinterpret_cast<void* const*>(dsts),
+                                             reinterpret_cast<const void* const*>(srcs), sizes, count, attrs,
+                                             attrsIdxs, numAttrs, stream);
+  if (failIdx != nullptr) *failIdx = e == cudaSuccess ? 0 : SIZE_MAX;
+  return ToCu(e);
 }
 
 cudaMemLocation ToLocation(CUmemLocation l) {
@@ -131,6 +148,7 @@ constexpr Versioned kVersioned[] = {
     {"cuMemsetD8", 3020, "cuMemsetD8_v2"},
     {"cuMemsetD16", 3020, "cuMemsetD16_v2"},
     {"cuMemsetD32", 3020, "cuMemsetD32_v2"},
+    {"cuMemcpyBatchAsync", 13000, "cuMemcpyBatchAsync_v2"},
     {"cuStreamDestroy", 4000, "cuStreamDestroy_v2"},
     {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
     {"cuEventElapsedTime", 12080, "cuEventElapsedTime_v2"},
@@ -391,6 +409,27 @@ CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
   SIMCUDA_DEVICE(d);
   return ToCu(
       d->Memcpy(Ptr(dstDevice), Ptr(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, PerThread(hStream), false));
+}
+
+// The batches: CUDA 12.8's ABI and 13.0's (_v2), legacy and per-thread.
+CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                            CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+                            CUstream hStream) {
+  return Batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, failIdx);
+}
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                 CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+                                 CUstream hStream) {
+  return Batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, PerThread(hStream), failIdx);
+}
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                               CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream hStream) {
+  return Batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, nullptr);
+}
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                    CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                    CUstream hStream) {
+  return Batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, PerThread(hStream), nullptr);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {

@@ -186,6 +186,11 @@ TEST(Api, DriverEntryPointsResolveKnownNamesOnly) {
   EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemcpyHtoD_v2));
   ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyDtoDAsync", &p, 13000, 0, &st), CUDA_SUCCESS);
   EXPECT_EQ(p, reinterpret_cast<void*>(&cuMemcpyDtoDAsync_v2));
+  // cuMemcpyBatchAsync: CUDA 12.8's ABI under its plain name, 13.0's as _v2.
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyBatchAsync", &p, 12080, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync"));
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemcpyBatchAsync", &p, 13000, ptds, &st), CUDA_SUCCESS);
+  EXPECT_EQ(p, dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync_v2_ptsz"));
   ASSERT_EQ(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000, ptds, &st), CUDA_SUCCESS);
   EXPECT_EQ(p, reinterpret_cast<void*>(&cuLaunchKernel));  // no _ptsz form here: the launch names its stream
 
@@ -268,6 +273,72 @@ TEST(Api, DriverCopiesAndMemsets) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+}
+
+// Batches of copies, the runtime's and the driver's (both ABIs): the copies land; the checks both make.
+TEST(Api, BatchedCopies) {
+  constexpr size_t kBytes = 8 << 10;
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, kBytes), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<uint8_t> x(kBytes), y(kBytes), out(2 * kBytes);
+  for (size_t i = 0; i < kBytes; ++i) {
+    x[i] = static_cast<uint8_t>(i * 3 + 1);
+    y[i] = static_cast<uint8_t>(i * 5 + 2);
+  }
+  cudaMemcpyAttributes attrs{};
+  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+  void* dsts[] = {a, b};
+  const void* srcs[] = {x.data(), y.data()};
+  const size_t sizes[] = {kBytes, kBytes};
+  ASSERT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &first, 1, s), cudaSuccess);
+  // Back through the driver's: 13.0's ABI on the stream, 12.8's on the per-thread default stream.
+  CUmemcpyAttributes dattrs{};
+  dattrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  CUdeviceptr back_dsts[] = {reinterpret_cast<CUdeviceptr>(out.data())};
+  CUdeviceptr back_srcs[] = {reinterpret_cast<CUdeviceptr>(a)};
+  size_t back_sizes[] = {kBytes};
+  ASSERT_EQ(cuMemcpyBatchAsync_v2(back_dsts, back_srcs, back_sizes, 1, &dattrs, &first, 1, s), CUDA_SUCCESS);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  using Batch128 = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t,
+                                size_t*, CUstream);
+  auto batch_128 = reinterpret_cast<Batch128>(dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync_ptsz"));
+  ASSERT_NE(batch_128, nullptr);
+  back_dsts[0] = reinterpret_cast<CUdeviceptr>(out.data() + kBytes);
+  back_srcs[0] = reinterpret_cast<CUdeviceptr>(b);
+  size_t fail = 7;
+  ASSERT_EQ(batch_128(back_dsts, back_srcs, back_sizes, 1, &dattrs, &first, 1, &fail, CU_STREAM_PER_THREAD),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(fail, 0u);
+  EXPECT_TRUE(std::equal(x.begin(), x.end(), out.begin()));
+  EXPECT_TRUE(std::equal(y.begin(), y.end(), out.begin() + kBytes));
+
+  // The legacy default stream is refused, the per-thread one taken; the attributes are checked.
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &first, 1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &first, 1, cudaStreamPerThread), cudaSuccess);
+  size_t second = 1;
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &second, 1, s), cudaErrorInvalidValue);
+  cudaMemcpyAttributes unordered{};
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &unordered, &first, 1, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 0, &attrs, &first, 1, s), cudaErrorInvalidValue);
+  auto batch_128_legacy = reinterpret_cast<Batch128>(dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync"));
+  ASSERT_NE(batch_128_legacy, nullptr);
+  fail = 7;
+  EXPECT_EQ(batch_128_legacy(back_dsts, back_srcs, back_sizes, 1, &dattrs, &first, 1, &fail, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fail, SIZE_MAX);
+  fail = 7;  // the _ptsz form's null stream is the thread's
+  EXPECT_EQ(batch_128(back_dsts, back_srcs, back_sizes, 1, &dattrs, &first, 1, &fail, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fail, 0u);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaFree(a), cudaSuccess);
+  EXPECT_EQ(cudaFree(b), cudaSuccess);
 }
 
 // C = A * B on the host, summed in the same order as simcuda's GEMM.
