@@ -87,8 +87,8 @@ struct Model {
     kDriver,
     kDriverPerThread,
     kDriverSync,
-    kRuntimeBatch,    // the upload as a batch of one copy (cudaMemcpyBatchAsync)
-    kDriverBatch,     // the same through cuMemcpyBatchAsync_v2_ptsz
+    kRuntimeBatch,       // the upload as a batch of one copy (cudaMemcpyBatchAsync)
+    kDriverBatch,        // the same through cuMemcpyBatchAsync_v2_ptsz
     kRuntimeBatchOfTwo,  // a batch that also uploads w2
   };
   Copies copies = Copies::kRuntime;
