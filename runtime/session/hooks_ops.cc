@@ -48,14 +48,14 @@ const char* CopyName(cudaMemcpyKind kind, bool two_d) {
   }
 }
 
-OpDesc Copy(const void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream) {
+OpDesc Copy(uint64_t dst, uint64_t src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream) {
   OpDesc d;
   d.kind = trace::OpKind::kCopy;
   d.name = CopyName(kind, two_d);
   d.stream = stream;
   // 2D copies skip the pitch padding: their extent is not width x height, so it is left unknown.
   const uint64_t extent = two_d ? 0 : bytes;
-  d.operands = {{AddressOf(src), Access::kRead, false, extent}, {AddressOf(dst), Access::kWrite, false, extent, !two_d}};
+  d.operands = {{src, Access::kRead, false, extent}, {dst, Access::kWrite, false, extent, !two_d}};
   d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
   d.bytes = 2 * bytes;
   return d;
@@ -79,12 +79,12 @@ OpDesc BatchCopy(const Dst* dsts, const Src* srcs, const size_t* sizes, size_t c
   return d;
 }
 
-OpDesc Memset(const void* dst, uint64_t bytes, bool two_d, StreamKey stream) {
+OpDesc Memset(uint64_t dst, uint64_t bytes, bool two_d, StreamKey stream) {
   OpDesc d;
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
   d.stream = stream;
-  d.operands = {{AddressOf(dst), Access::kWrite, false, two_d ? 0 : bytes, !two_d}};
+  d.operands = {{dst, Access::kWrite, false, two_d ? 0 : bytes, !two_d}};
   d.shape = bytes;
   d.bytes = bytes;
   return d;
@@ -261,22 +261,20 @@ CUresult cuLaunchKernelEx_ptsz(cuLaunchKernelEx_ptsz_fn real, const CUlaunchConf
 
 namespace {
 
-template <typename Err, typename Call>
-Err CopyOp(Err ok, const void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream,
-           Call call) {
+// Pointers are the runtime's (void*) or the driver's (CUdeviceptr): AddressOf takes either.
+template <typename Err, typename Dst, typename Src, typename Call>
+Err CopyOp(Err ok, Dst dst, Src src, uint64_t bytes, cudaMemcpyKind kind, bool two_d, StreamKey stream, Call call) {
   Session* s = Session::Get();
   if (s == nullptr) return call();
-  return rt::Observed(s, Copy(dst, src, bytes, kind, two_d, stream), ok, call);
+  return rt::Observed(s, Copy(AddressOf(dst), AddressOf(src), bytes, kind, two_d, stream), ok, call);
 }
 
-template <typename Err, typename Call>
-Err MemsetOp(Err ok, const void* dst, uint64_t bytes, bool two_d, StreamKey stream, Call call) {
+template <typename Err, typename Dst, typename Call>
+Err MemsetOp(Err ok, Dst dst, uint64_t bytes, bool two_d, StreamKey stream, Call call) {
   Session* s = Session::Get();
   if (s == nullptr) return call();
-  return rt::Observed(s, Memset(dst, bytes, two_d, stream), ok, call);
+  return rt::Observed(s, Memset(AddressOf(dst), bytes, two_d, stream), ok, call);
 }
-
-const void* Dev(CUdeviceptr p) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(p)); }
 
 // The synchronous calls' work goes to the default stream: the legacy one (key 0) or the calling thread's.
 constexpr StreamKey kLegacyDefault = 0;
@@ -374,8 +372,7 @@ cudaError_t cudaMemset2DAsync_ptsz(cudaMemset2DAsync_ptsz_fn real, void* devPtr,
 
 // A batch: the operands are read from the caller's arrays before the call (which it may not change).
 template <typename Err, typename Dst, typename Src, typename Call>
-Err BatchOp(Err ok, const Dst* dsts, const Src* srcs, const size_t* sizes, size_t count, StreamKey stream,
-            Call call) {
+Err BatchOp(Err ok, const Dst* dsts, const Src* srcs, const size_t* sizes, size_t count, StreamKey stream, Call call) {
   Session* s = Session::Get();
   if (s == nullptr || dsts == nullptr || srcs == nullptr || sizes == nullptr) return call();
   return rt::Observed(s, BatchCopy(dsts, srcs, sizes, count, stream), ok, call);
@@ -389,8 +386,8 @@ cudaError_t cudaMemcpyBatchAsync(cudaMemcpyBatchAsync_fn real, void* const* dsts
 }
 
 cudaError_t cudaMemcpyBatchAsync_ptsz(cudaMemcpyBatchAsync_ptsz_fn real, void* const* dsts, const void* const* srcs,
-                                      const size_t* sizes, size_t count, cudaMemcpyAttributes* attrs,
-                                      size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+                                      const size_t* sizes, size_t count, cudaMemcpyAttributes* attrs, size_t* attrsIdxs,
+                                      size_t numAttrs, cudaStream_t stream) {
   return BatchOp(cudaSuccess, dsts, srcs, sizes, count, rt::PerThreadKeyOf(stream),
                  [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
 }
@@ -403,9 +400,9 @@ CUresult cuMemcpyBatchAsync(cuMemcpyBatchAsync_fn real, CUdeviceptr* dsts, CUdev
                  [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream); });
 }
 
-CUresult cuMemcpyBatchAsync_ptsz(cuMemcpyBatchAsync_ptsz_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs,
-                                 size_t* sizes, size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs,
-                                 size_t numAttrs, size_t* failIdx, CUstream hStream) {
+CUresult cuMemcpyBatchAsync_ptsz(cuMemcpyBatchAsync_ptsz_fn real, CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                 size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 size_t* failIdx, CUstream hStream) {
   return BatchOp(CUDA_SUCCESS, dsts, srcs, sizes, count, rt::PerThreadKeyOf(hStream),
                  [&] { return real(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream); });
 }
@@ -427,154 +424,154 @@ CUresult cuMemcpyBatchAsync_v2_ptsz(cuMemcpyBatchAsync_v2_ptsz_fn real, CUdevice
 // The driver's: cuMemcpy and cuMemcpyAsync infer the direction from the addresses (unified addressing).
 
 CUresult cuMemcpy(cuMemcpy_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, kLegacyDefault,
+  return CopyOp(CUDA_SUCCESS, dst, src, ByteCount, cudaMemcpyDefault, false, kLegacyDefault,
                 [&] { return real(dst, src, ByteCount); });
 }
 
 CUresult cuMemcpy_ptds(cuMemcpy_ptds_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, PerThreadDefault(),
+  return CopyOp(CUDA_SUCCESS, dst, src, ByteCount, cudaMemcpyDefault, false, PerThreadDefault(),
                 [&] { return real(dst, src, ByteCount); });
 }
 
 CUresult cuMemcpyHtoD_v2(cuMemcpyHtoD_v2_fn real, CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, kLegacyDefault,
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcHost, ByteCount, cudaMemcpyHostToDevice, false, kLegacyDefault,
                 [&] { return real(dstDevice, srcHost, ByteCount); });
 }
 
 CUresult cuMemcpyHtoD_v2_ptds(cuMemcpyHtoD_v2_ptds_fn real, CUdeviceptr dstDevice, const void* srcHost,
                               size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, PerThreadDefault(),
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcHost, ByteCount, cudaMemcpyHostToDevice, false, PerThreadDefault(),
                 [&] { return real(dstDevice, srcHost, ByteCount); });
 }
 
 CUresult cuMemcpyDtoH_v2(cuMemcpyDtoH_v2_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, kLegacyDefault,
+  return CopyOp(CUDA_SUCCESS, dstHost, srcDevice, ByteCount, cudaMemcpyDeviceToHost, false, kLegacyDefault,
                 [&] { return real(dstHost, srcDevice, ByteCount); });
 }
 
 CUresult cuMemcpyDtoH_v2_ptds(cuMemcpyDtoH_v2_ptds_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, PerThreadDefault(),
+  return CopyOp(CUDA_SUCCESS, dstHost, srcDevice, ByteCount, cudaMemcpyDeviceToHost, false, PerThreadDefault(),
                 [&] { return real(dstHost, srcDevice, ByteCount); });
 }
 
 CUresult cuMemcpyDtoD_v2(cuMemcpyDtoD_v2_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
-                kLegacyDefault, [&] { return real(dstDevice, srcDevice, ByteCount); });
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcDevice, ByteCount, cudaMemcpyDeviceToDevice, false, kLegacyDefault,
+                [&] { return real(dstDevice, srcDevice, ByteCount); });
 }
 
 CUresult cuMemcpyDtoD_v2_ptds(cuMemcpyDtoD_v2_ptds_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                               size_t ByteCount) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
-                PerThreadDefault(), [&] { return real(dstDevice, srcDevice, ByteCount); });
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcDevice, ByteCount, cudaMemcpyDeviceToDevice, false, PerThreadDefault(),
+                [&] { return real(dstDevice, srcDevice, ByteCount); });
 }
 
 CUresult cuMemcpyAsync(cuMemcpyAsync_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, rt::KeyOf(hStream),
+  return CopyOp(CUDA_SUCCESS, dst, src, ByteCount, cudaMemcpyDefault, false, rt::KeyOf(hStream),
                 [&] { return real(dst, src, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyAsync_ptsz(cuMemcpyAsync_ptsz_fn real, CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
                             CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dst), Dev(src), ByteCount, cudaMemcpyDefault, false, rt::PerThreadKeyOf(hStream),
+  return CopyOp(CUDA_SUCCESS, dst, src, ByteCount, cudaMemcpyDefault, false, rt::PerThreadKeyOf(hStream),
                 [&] { return real(dst, src, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyHtoDAsync_v2(cuMemcpyHtoDAsync_v2_fn real, CUdeviceptr dstDevice, const void* srcHost,
                               size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false, rt::KeyOf(hStream),
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcHost, ByteCount, cudaMemcpyHostToDevice, false, rt::KeyOf(hStream),
                 [&] { return real(dstDevice, srcHost, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyHtoDAsync_v2_ptsz(cuMemcpyHtoDAsync_v2_ptsz_fn real, CUdeviceptr dstDevice, const void* srcHost,
                                    size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, false,
-                rt::PerThreadKeyOf(hStream), [&] { return real(dstDevice, srcHost, ByteCount, hStream); });
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcHost, ByteCount, cudaMemcpyHostToDevice, false, rt::PerThreadKeyOf(hStream),
+                [&] { return real(dstDevice, srcHost, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyDtoHAsync_v2(cuMemcpyDtoHAsync_v2_fn real, void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false, rt::KeyOf(hStream),
+  return CopyOp(CUDA_SUCCESS, dstHost, srcDevice, ByteCount, cudaMemcpyDeviceToHost, false, rt::KeyOf(hStream),
                 [&] { return real(dstHost, srcDevice, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyDtoHAsync_v2_ptsz(cuMemcpyDtoHAsync_v2_ptsz_fn real, void* dstHost, CUdeviceptr srcDevice,
                                    size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, dstHost, Dev(srcDevice), ByteCount, cudaMemcpyDeviceToHost, false,
-                rt::PerThreadKeyOf(hStream), [&] { return real(dstHost, srcDevice, ByteCount, hStream); });
+  return CopyOp(CUDA_SUCCESS, dstHost, srcDevice, ByteCount, cudaMemcpyDeviceToHost, false, rt::PerThreadKeyOf(hStream),
+                [&] { return real(dstHost, srcDevice, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyDtoDAsync_v2(cuMemcpyDtoDAsync_v2_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                               size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
-                rt::KeyOf(hStream), [&] { return real(dstDevice, srcDevice, ByteCount, hStream); });
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcDevice, ByteCount, cudaMemcpyDeviceToDevice, false, rt::KeyOf(hStream),
+                [&] { return real(dstDevice, srcDevice, ByteCount, hStream); });
 }
 
 CUresult cuMemcpyDtoDAsync_v2_ptsz(cuMemcpyDtoDAsync_v2_ptsz_fn real, CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                    size_t ByteCount, CUstream hStream) {
-  return CopyOp(CUDA_SUCCESS, Dev(dstDevice), Dev(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, false,
+  return CopyOp(CUDA_SUCCESS, dstDevice, srcDevice, ByteCount, cudaMemcpyDeviceToDevice, false,
                 rt::PerThreadKeyOf(hStream), [&] { return real(dstDevice, srcDevice, ByteCount, hStream); });
 }
 
 CUresult cuMemsetD8_v2(cuMemsetD8_v2_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, kLegacyDefault, [&] { return real(dstDevice, uc, N); });
+  return MemsetOp(CUDA_SUCCESS, dstDevice, N, false, kLegacyDefault, [&] { return real(dstDevice, uc, N); });
 }
 
 CUresult cuMemsetD8_v2_ptds(cuMemsetD8_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, PerThreadDefault(), [&] { return real(dstDevice, uc, N); });
+  return MemsetOp(CUDA_SUCCESS, dstDevice, N, false, PerThreadDefault(), [&] { return real(dstDevice, uc, N); });
 }
 
 CUresult cuMemsetD8Async(cuMemsetD8Async_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, rt::KeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, N, false, rt::KeyOf(hStream),
                   [&] { return real(dstDevice, uc, N, hStream); });
 }
 
 CUresult cuMemsetD8Async_ptsz(cuMemsetD8Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned char uc, size_t N,
                               CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), N, false, rt::PerThreadKeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, N, false, rt::PerThreadKeyOf(hStream),
                   [&] { return real(dstDevice, uc, N, hStream); });
 }
 
 CUresult cuMemsetD16_v2(cuMemsetD16_v2_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, kLegacyDefault,
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 2, false, kLegacyDefault,
                   [&] { return real(dstDevice, us, N); });
 }
 
 CUresult cuMemsetD16_v2_ptds(cuMemsetD16_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, PerThreadDefault(),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 2, false, PerThreadDefault(),
                   [&] { return real(dstDevice, us, N); });
 }
 
 CUresult cuMemsetD16Async(cuMemsetD16Async_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N,
                           CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, rt::KeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 2, false, rt::KeyOf(hStream),
                   [&] { return real(dstDevice, us, N, hStream); });
 }
 
 CUresult cuMemsetD16Async_ptsz(cuMemsetD16Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned short us, size_t N,
                                CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 2, false, rt::PerThreadKeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 2, false, rt::PerThreadKeyOf(hStream),
                   [&] { return real(dstDevice, us, N, hStream); });
 }
 
 CUresult cuMemsetD32_v2(cuMemsetD32_v2_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, kLegacyDefault,
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 4, false, kLegacyDefault,
                   [&] { return real(dstDevice, ui, N); });
 }
 
 CUresult cuMemsetD32_v2_ptds(cuMemsetD32_v2_ptds_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, PerThreadDefault(),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 4, false, PerThreadDefault(),
                   [&] { return real(dstDevice, ui, N); });
 }
 
 CUresult cuMemsetD32Async(cuMemsetD32Async_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N,
                           CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, rt::KeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 4, false, rt::KeyOf(hStream),
                   [&] { return real(dstDevice, ui, N, hStream); });
 }
 
 CUresult cuMemsetD32Async_ptsz(cuMemsetD32Async_ptsz_fn real, CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                CUstream hStream) {
-  return MemsetOp(CUDA_SUCCESS, Dev(dstDevice), uint64_t{N} * 4, false, rt::PerThreadKeyOf(hStream),
+  return MemsetOp(CUDA_SUCCESS, dstDevice, uint64_t{N} * 4, false, rt::PerThreadKeyOf(hStream),
                   [&] { return real(dstDevice, ui, N, hStream); });
 }
 
