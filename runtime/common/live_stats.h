@@ -22,6 +22,13 @@ const char* StateName(uint32_t state);
 using Counter = std::atomic<uint64_t>;
 static_assert(Counter::is_always_lock_free, "the shared counters must be lock-free to work across processes");
 
+// Raises `c` to `v` if `v` is larger (a peak), with relaxed atomics.
+inline void RaiseTo(Counter& c, uint64_t v) {
+  uint64_t now = c.load(std::memory_order_relaxed);
+  while (v > now && !c.compare_exchange_weak(now, v, std::memory_order_relaxed)) {
+  }
+}
+
 // Every counter is written by the process with relaxed atomics and read the same way by other processes.
 struct Stats {
   uint64_t magic = kMagic;

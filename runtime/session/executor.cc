@@ -192,9 +192,7 @@ void Executor::SampleDeviceLocked(uint32_t pos) {
   size_t free = 0, total = 0;
   if (!RealMemGetInfo(api_, &free, &total)) return;
   const uint64_t used = total > free ? total - free : 0;
-  uint64_t peak = peak_device_.load(std::memory_order_relaxed);
-  while (used > peak && !peak_device_.compare_exchange_weak(peak, used)) {
-  }
+  live::RaiseTo(peak_device_, used);
   if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
   const uint64_t kept = pos < prog_->kept_bytes.size() ? prog_->kept_bytes[pos] : 0;
   const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos] + kept);

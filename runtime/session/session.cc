@@ -230,14 +230,8 @@ void Session::UpdateUsage() {
   const uint64_t used = u.live_bytes + registry_.bytes(Origin::kDevice);
   stats_->arena_reserved_bytes.store(u.reserved_bytes, std::memory_order_relaxed);
   stats_->used_bytes.store(used, std::memory_order_relaxed);
-  if (recording_active_.load(std::memory_order_relaxed)) {
-    uint64_t held = recording_held_peak_.load(std::memory_order_relaxed);
-    while (used > held && !recording_held_peak_.compare_exchange_weak(held, used)) {
-    }
-  }
-  uint64_t peak = stats_->peak_used_bytes.load(std::memory_order_relaxed);
-  while (used > peak && !stats_->peak_used_bytes.compare_exchange_weak(peak, used)) {
-  }
+  if (recording_active_.load(std::memory_order_relaxed)) live::RaiseTo(recording_held_peak_, used);
+  live::RaiseTo(stats_->peak_used_bytes, used);
 }
 
 uint32_t Session::CaptureSite() {
