@@ -77,21 +77,14 @@ const DriverCopies* Driver() {
 
 CUdeviceptr Dev(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
-void CheckDriver(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return;
-  char text[48];
-  std::snprintf(text, sizeof text, "driver error %d", static_cast<int>(r));
-  Fail(r == CUDA_ERROR_OUT_OF_MEMORY, what, text);
-}
-
 // The copies of the training loop: through the runtime, or the driver with APPS_DRIVER_COPIES.
 void CopyToHostAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-  if (const DriverCopies* d = Driver()) return CheckDriver(d->d2h(dst, Dev(src), bytes, stream), "cuMemcpyDtoHAsync");
+  if (const DriverCopies* d = Driver()) return Check(d->d2h(dst, Dev(src), bytes, stream), "cuMemcpyDtoHAsync");
   Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
 }
 
 void CopyToHost(void* dst, const void* src, size_t bytes) {
-  if (const DriverCopies* d = Driver()) return CheckDriver(d->d2h_sync(dst, Dev(src), bytes), "cuMemcpyDtoH");
+  if (const DriverCopies* d = Driver()) return Check(d->d2h_sync(dst, Dev(src), bytes), "cuMemcpyDtoH");
   Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
@@ -378,6 +371,13 @@ void Check(cublasStatus_t s, const char* what) {
   Fail(s == CUBLAS_STATUS_ALLOC_FAILED, what, cublasGetStatusString(s));
 }
 
+void Check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  char text[48];
+  std::snprintf(text, sizeof text, "driver error %d", static_cast<int>(r));
+  Fail(r == CUDA_ERROR_OUT_OF_MEMORY, what, text);
+}
+
 uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -435,7 +435,7 @@ void Context::Free(float* p) {
 void Context::Upload(float* dst, const float* src, size_t count) {
   if (dry_) return;
   if (const DriverCopies* d = Driver()) {
-    return CheckDriver(d->h2d(Dev(dst), src, count * sizeof(float), stream_), "cuMemcpyHtoDAsync");
+    return Check(d->h2d(Dev(dst), src, count * sizeof(float), stream_), "cuMemcpyHtoDAsync");
   }
   Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
 }
@@ -443,7 +443,7 @@ void Context::Upload(float* dst, const float* src, size_t count) {
 void Context::Copy(float* dst, const float* src, size_t count) {
   if (dry_) return;
   if (const DriverCopies* d = Driver()) {
-    return CheckDriver(d->d2d(Dev(dst), Dev(src), count * sizeof(float), stream_), "cuMemcpyDtoDAsync");
+    return Check(d->d2d(Dev(dst), Dev(src), count * sizeof(float), stream_), "cuMemcpyDtoDAsync");
   }
   Check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
 }

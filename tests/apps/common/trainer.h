@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cublas_api.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace apps {
 // Exits with a message: code 2 and "out of memory" for an allocation failure, 1 for any other error.
 void Check(cudaError_t e, const char* what);
 void Check(cublasStatus_t s, const char* what);
+void Check(CUresult r, const char* what);  // the driver's (APPS_DRIVER_COPIES)
 
 enum class AllocMode { kAsync, kSegments, kMalloc, kDrift };
 
