@@ -27,6 +27,9 @@ char kFwd, kBwd, kSgd;  // kernel host stubs
 void* Ptr(uint64_t v) { return reinterpret_cast<void*>(v); }
 uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// The fake's driver functions are its runtime ones with the driver's types: the result as a CUresult.
+CUresult AsDriver(cudaError_t e) { return e == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN; }
+
 class SessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,21 +97,14 @@ struct Model {
   Copies copies = Copies::kRuntime;
   void Upload(void* x, size_t n) {
     const auto d = static_cast<CUdeviceptr>(U(x));
-    // The fake's driver functions: the runtime's, with the driver's types.
     auto copy = [](CUdeviceptr, const void*, size_t n, CUstream s) {
-      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, s) == cudaSuccess
-                 ? CUDA_SUCCESS
-                 : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, s));
     };
     auto any_copy = [](CUdeviceptr, CUdeviceptr, size_t n, CUstream s) {
-      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s) == cudaSuccess
-                 ? CUDA_SUCCESS
-                 : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s));
     };
     auto sync_copy = [](CUdeviceptr, const void*, size_t n) {
-      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, nullptr) == cudaSuccess
-                 ? CUDA_SUCCESS
-                 : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyHostToDevice, nullptr));
     };
     auto rt_sync_copy = [](void*, const void*, size_t n, cudaMemcpyKind k) {
       return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, k, nullptr);
@@ -123,9 +119,7 @@ struct Model {
                            size_t, CUstream s) {
       size_t n = 0;
       for (size_t i = 0; i < count; ++i) n += sizes[i];
-      return testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s) == cudaSuccess
-                 ? CUDA_SUCCESS
-                 : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemcpyAsync(nullptr, nullptr, n, cudaMemcpyDefault, s));
     };
     cudaMemcpyAttributes attrs{};
     attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -178,14 +172,13 @@ struct Model {
   void Zero(void* g, size_t n) {
     const auto d = static_cast<CUdeviceptr>(U(g));
     auto set32 = [](CUdeviceptr, unsigned, size_t count, CUstream s) {
-      return testing::FakeRealMemsetAsync(nullptr, 0, count * 4, s) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemsetAsync(nullptr, 0, count * 4, s));
     };
     auto set16 = [](CUdeviceptr, unsigned short, size_t count, CUstream s) {
-      return testing::FakeRealMemsetAsync(nullptr, 0, count * 2, s) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemsetAsync(nullptr, 0, count * 2, s));
     };
     auto set8 = [](CUdeviceptr, unsigned char, size_t count) {
-      return testing::FakeRealMemsetAsync(nullptr, 0, count, nullptr) == cudaSuccess ? CUDA_SUCCESS
-                                                                                     : CUDA_ERROR_UNKNOWN;
+      return AsDriver(testing::FakeRealMemsetAsync(nullptr, 0, count, nullptr));
     };
     auto rt_sync_set = [](void*, int, size_t count) { return testing::FakeRealMemsetAsync(nullptr, 0, count, nullptr); };
     switch (copies) {
