@@ -22,7 +22,8 @@ bool Near(double a, double b) { return std::fabs(a - b) <= 1e-9 + 1e-9 * std::fa
 struct Copy {
   bool busy = false;
   double end = 0;
-  uint32_t action = 0;
+  uint32_t action = 0;  // or the buffer of a write-back
+  bool write_back = false;
 };
 
 struct Buf {
@@ -33,6 +34,7 @@ struct Buf {
   uint32_t host_value = kNoValue;  // the value in host memory
   int copying_out = 0;   // swap-outs issued (their anchor op ended) and not finished
   bool free_after_copy = false;
+  bool write_back_due = false;  // its dead value holds device memory until written back (SimInput::written_back)
 };
 
 class Replay {
@@ -50,6 +52,7 @@ class Replay {
       if (e.t + 1e-12 < last_t) return Bad(fmt::format("events go back in time ({} after {})", e.t, last_t));
       last_t = e.t;
       now_ = e.t;
+      if (e.kind != SimEvent::kWriteBackStart && e.kind != SimEvent::kWriteBackEnd) work_end_ = now_;
       KARMA_RETURN_IF_ERROR(Apply(e));
     }
     return Finish();
@@ -168,6 +171,29 @@ class Replay {
     }
     return Status::Ok();
   }
+  // A value dies: in memory the application keeps it is written back first, unless some recompute of the plan
+  // writes the buffer (SimInput::written_back).
+  void Die(trace::BufferId b) {
+    Buf& s = buf_[b];
+    bool rebuilt = false;
+    for (uint32_t i = 0; i < plan_.actions.size() && !rebuilt; ++i) {
+      const Action& a = plan_.actions[i];
+      if (a.kind != ActionKind::kRecompute ||
+          std::find(a.scratch.begin(), a.scratch.end(), b) != a.scratch.end()) {
+        continue;
+      }
+      for (trace::OpId op : a.ops) {
+        const auto& w = in_.access.ops[op].writes;
+        rebuilt = rebuilt || std::find(w.begin(), w.end(), b) != w.end();
+      }
+    }
+    if (in_.WrittenBack(b) && !rebuilt && s.on_device && !s.arriving && s.copying_out == 0 && !s.write_back_due) {
+      s.write_back_due = true;
+      return;
+    }
+    Release(b);
+  }
+
   void Release(trace::BufferId b) {
     Buf& s = buf_[b];
     if (s.copying_out > 0) {
@@ -197,6 +223,8 @@ class Replay {
       case SimEvent::kCopyStart: return CopyStart(e.index);
       case SimEvent::kCopyEnd: return CopyEnd(e.index);
       case SimEvent::kDiscard: return Discard(e.index);
+      case SimEvent::kWriteBackStart: return WriteBackStart(e.index);
+      case SimEvent::kWriteBackEnd: return WriteBackEnd(e.index);
     }
     return Bad("unknown event kind");
   }
@@ -257,6 +285,9 @@ class Replay {
       if (c.ViaScratch(b)) continue;
       Buf& s = buf_[b];
       if (s.copying_out > 0) return Bad(fmt::format("op {} writes buffer {} before its write-back", c.op, b));
+      if (s.write_back_due) {
+        return Bad(fmt::format("op {} writes buffer {} before its dead value's write-back has ended", c.op, b));
+      }
       if (s.leaving) return Bad(fmt::format("op {} writes buffer {} after its swap-out was issued", c.op, b));
       if (s.arriving) return Bad(fmt::format("op {} writes buffer {} while it is swapped in", c.op, b));
       if (!s.on_device) {
@@ -351,7 +382,7 @@ class Replay {
     const OpAccess& a = in_.access.ops[c.op];
     for (trace::BufferId b : a.writes) (c.ViaScratch(b) ? scratch_value_[b] : buf_[b].value) = c.op;
     for (trace::BufferId b : dies_after_[k]) {
-      if (!persistent_[b]) Release(b);
+      if (!persistent_[b]) (paging_ ? Release(b) : Die(b));
     }
     if (!c.scratch.empty() && (k + 1 == seq_.size() || seq_[k + 1].action != c.action)) {
       used_ -= c.ScratchBytes(it_);
@@ -387,9 +418,9 @@ class Replay {
     if (now_ + 1e-12 < issued) return Bad(fmt::format("action {} starts before its anchor op ended", i));
     Buf& s = buf_[a.buffer];
     if (a.kind == ActionKind::kSwapOut) {
-      if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while swap-out {} copies", i, d2h_.action));
+      if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while the device-to-host engine copies", i));
       if (!s.on_device || s.arriving) return Bad(fmt::format("swap-out of buffer {}, not on the device", a.buffer));
-      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw, i};
+      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw, i, false};
       pending_host_value_[i] = s.value;
       return Status::Ok();
     }
@@ -400,7 +431,7 @@ class Replay {
     s.on_device = true;
     s.arriving = true;
     s.value = s.host_value;
-    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw, i};
+    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw, i, false};
     return Allocate(a.buffer, "the swap-in");
   }
 
@@ -408,7 +439,9 @@ class Replay {
     if (i >= plan_.actions.size()) return Bad(fmt::format("copy end of unknown action {}", i));
     const Action& a = plan_.actions[i];
     Copy& engine = a.kind == ActionKind::kSwapOut ? d2h_ : h2d_;
-    if (!engine.busy || engine.action != i) return Bad(fmt::format("action {} ends without having started", i));
+    if (!engine.busy || engine.write_back || engine.action != i) {
+      return Bad(fmt::format("action {} ends without having started", i));
+    }
     if (!Near(now_, engine.end)) return Bad(fmt::format("copy {} ends at the wrong time", i));
     engine.busy = false;
     Buf& s = buf_[a.buffer];
@@ -440,7 +473,28 @@ class Replay {
     Buf& s = buf_[a.buffer];
     if (s.arriving) return Bad(fmt::format("discard of buffer {} while it is swapped in", a.buffer));
     s.leaving = false;
-    Release(a.buffer);
+    Die(a.buffer);
+    return Status::Ok();
+  }
+
+  Status WriteBackStart(uint32_t b) {
+    if (b >= buf_.size() || !buf_[b].write_back_due) {
+      return Bad(fmt::format("write-back of buffer {}, whose value is not a dead one due for it", b));
+    }
+    if (paging_) return Bad(fmt::format("write-back of buffer {} starts while a paged op runs", b));
+    if (d2h_.busy) return Bad(fmt::format("write-back of buffer {} starts while the device-to-host engine copies", b));
+    d2h_ = {true, now_ + static_cast<double>(Bytes(b)) / in_.hw.d2h_bw, b, true};
+    return Status::Ok();
+  }
+
+  Status WriteBackEnd(uint32_t b) {
+    if (!d2h_.busy || !d2h_.write_back || d2h_.action != b) {
+      return Bad(fmt::format("write-back of buffer {} ends without having started", b));
+    }
+    if (!Near(now_, d2h_.end)) return Bad(fmt::format("write-back of buffer {} ends at the wrong time", b));
+    d2h_.busy = false;
+    buf_[b].write_back_due = false;
+    Release(b);
     return Status::Ok();
   }
 
@@ -454,6 +508,7 @@ class Replay {
     }
     for (size_t b = 0; b < buf_.size(); ++b) {
       const Buf& s = buf_[b];
+      if (s.write_back_due) return Bad(fmt::format("buffer {} ends with its dead value not written back", b));
       const bool dead = in_.access.dead_at_wrap[b];
       if (!persistent_[b]) {
         if (s.on_device) return Bad(fmt::format("buffer {} is left on the device", b));
@@ -474,8 +529,10 @@ class Replay {
     if (peak_ != r_.peak_bytes) {
       return Bad(fmt::format("the replay peaks at {} bytes, the simulator reported {}", peak_, r_.peak_bytes));
     }
-    if (!Near(now_, r_.iteration_s)) {
-      return Bad(fmt::format("the last event is at {}s, the simulator reported {}s", now_, r_.iteration_s));
+    // Write-backs still running at the end overlap the next iteration (SimResult::iteration_s).
+    if (!Near(work_end_, r_.iteration_s)) {
+      return Bad(fmt::format("the last event other than a write-back is at {}s, the simulator reported {}s", work_end_,
+                             r_.iteration_s));
     }
     return Status::Ok();
   }
@@ -503,6 +560,7 @@ class Replay {
   std::unordered_map<uint32_t, uint32_t> pending_host_value_;
   uint64_t used_ = 0, peak_ = 0;
   double now_ = 0, compute_began_ = 0;
+  double work_end_ = 0;  // the last event other than a write-back's
   double expected_s_ = 0;  // the running item's duration
   size_t next_ = 0;
   bool computing_ = false;

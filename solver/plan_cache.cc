@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -41,8 +42,17 @@ std::string DefaultPlanCacheDir() {
 }
 
 std::string PlanCacheKey(const policy::SimInput& in, const SolverOptions& options) {
-  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
-                     SettingsHash(options));
+  std::string key = fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
+                                SettingsHash(options));
+  // Dead values written back (SimInput::written_back) make other plans for the same trace.
+  if (std::find(in.written_back.begin(), in.written_back.end(), true) != in.written_back.end()) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t b = 0; b < in.written_back.size(); ++b) {
+      if (in.written_back[b]) h = (h ^ b) * 1099511628211ull;
+    }
+    key += fmt::format("-w{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
+  }
+  return key;
 }
 
 Result<policy::Plan> PlanKarmaCached(const policy::SimInput& in, const SolverOptions& options, const std::string& dir,

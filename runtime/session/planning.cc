@@ -72,6 +72,16 @@ trace::Iteration PlanningIteration(const trace::Iteration& it) {
   return p;
 }
 
+std::vector<bool> WrittenBackWhenDead(const RecordedIteration& rec, const policy::AccessModel& acc) {
+  std::vector<bool> out(rec.buffers.size(), false);
+  for (size_t b = 0; b < rec.buffers.size() && b < acc.persistent.size(); ++b) {
+    const ReplayBuffer& rb = rec.buffers[b];
+    out[b] = !acc.persistent[b] && !rb.allocated_inside && rb.origin == Origin::kArena &&
+             OwnedPageBytes(rb.address, rb.bytes) > 0;
+  }
+  return out;
+}
+
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
   std::vector<bool> ok(rec.it.ops.size(), false);
   for (size_t i = 0; i < rec.it.ops.size(); ++i) {
@@ -134,6 +144,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   if (!req.cache_dir.empty()) out.path = req.cache_dir + "/" + out.key + ".plan.json";
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
+  in.written_back = WrittenBackWhenDead(rec, in.access);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
   out.incore_peak_bytes = trace::IdealMemory(planning, trace::ComputeLifetimes(planning)).peak_bytes;
   for (trace::OpId op = 0; op < in.working_set.size(); ++op) {

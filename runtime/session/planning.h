@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/access.h"
 #include "policy/hw_profile.h"
 #include "policy/plan.h"
 #include "runtime/common/status.h"
@@ -67,6 +68,12 @@ trace::Iteration PlanningIteration(const trace::Iteration& it);
 // GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact) — nothing else may be rebuilt — and
 // is no library call's scratch memory that also holds tensors (ReplayBuffer::shared_scratch).
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
+
+// Per buffer, whether its dead values leave the device by a write-back (policy::SimInput::written_back): memory
+// the application keeps (not allocated inside the iteration, in the arena, not persistent), where the executor
+// evicts a value after its last use because it cannot tell that the application is done with those bytes. Only
+// buffers that own a whole residency page: the executor moves no others.
+std::vector<bool> WrittenBackWhenDead(const RecordedIteration& rec, const policy::AccessModel& acc);
 
 // The ops of `plan`'s recomputes that would write a scratch output (policy::Action::scratch) through an operand
 // that also covers other buffers (ReplayOp::spans): the launch writes them all from the one pointer, so the output

@@ -317,15 +317,9 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       }
     }
     std::vector<trace::BufferId> dead;
+    const std::vector<bool> written_back = WrittenBackWhenDead(rec, acc);
     for (size_t b = 0; b < it.buffers.size(); ++b) {
-      const ReplayBuffer& rb = rec.buffers[b];
-      // Only pages a buffer owns entirely leave the device (the executor's evictions): one that owns none (a small
-      // buffer in a slab) would gain nothing, and its prefetch would queue its op behind the plan's prefetches.
-      const bool owns_page = OwnedPageBytes(rb.address, rb.bytes) > 0;
-      if (acc.persistent[b] || rb.allocated_inside || rb.origin != Origin::kArena || last_live[b] == trace::kNone ||
-          moved_after_last[b] || !owns_page) {
-        continue;
-      }
+      if (!written_back[b] || last_live[b] == trace::kNone || moved_after_last[b]) continue;
       dead.push_back(static_cast<trace::BufferId>(b));
     }
     // The ops between a buffer's last use and its first use in the next iteration, where it is dead.

@@ -86,14 +86,15 @@ segments | segments_3 | segments_4)
   # pointers show; exact ones (inside one cuBLAS operand, or written entirely by a kernel as the profiling
   # iteration measured) may be discarded and recomputed, the rest is only swapped, and dead values the allocator
   # keeps are evicted or kept, never discarded until a call that writes all of their pages comes (skipnet's GEMMs,
-  # mlp's kernels: repopulated without a transfer). Results stay bit-identical, KARMA is at least 1.5x faster than
-  # managed memory alone and within 1.5x of in core at 2x memory (segments) and 3x (segments_3); at 4x (segments_4)
-  # mlp within 1.5x, skipnet guarded at 1.75x (docs/runtime-e2e.md: mlp 1.18x, 1.25x and 1.30x, skipnet 1.26x,
-  # 1.44x and 1.68x on 64 MiB).
-  declare -A max_incore=([mlp_trainer]=1.5 [skipnet_trainer]=1.5)
+  # mlp's kernels: repopulated without a transfer), and the plan counts those evictions' write-backs. Results stay
+  # bit-identical, KARMA is at least 1.5x faster than managed memory alone and within 1.5x of in core at 2x memory
+  # (segments), 3x (segments_3) and 4x (segments_4).
   k=2
   [[ $case == segments_3 ]] && k=3
-  [[ $case == segments_4 ]] && k=4 && max_incore[skipnet_trainer]=1.75
+  [[ $case == segments_4 ]] && k=4
+  # Planner II's plan lands after a host-time-dependent number of iterations (skipnet at 2x: around iteration 10,
+  # after a first plan whose recomputes failed their validation); steady_ms takes the last three.
+  iters=16
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((k * mem_mib))MiB --alloc segments)
     run ref -- "$bin/$app" "${args[@]}"
@@ -106,8 +107,7 @@ segments | segments_3 | segments_4)
     echo "$app segments at ${k}x: in-core $(steady_ms ref) ms, karma $(steady_ms karma) ms, um $(steady_ms um) ms"
     ((speed)) || continue
     le 1.5 "$(ratio "$(steady_ms um)" "$(steady_ms karma)")" || fail "$app segments: karma not 1.5x faster than managed memory alone"
-    le "$(ratio "$(steady_ms karma)" "$(steady_ms ref)")" "${max_incore[$app]}" ||
-      fail "$app segments: karma is more than ${max_incore[$app]}x the in-core time"
+    le "$(ratio "$(steady_ms karma)" "$(steady_ms ref)")" 1.5 || fail "$app segments: karma is more than 1.5x the in-core time"
     if [[ $app == skipnet_trainer ]]; then
       grep -q "^karma: mode auto.*discarded [1-9]" "$tmp/karma.err" ||
         fail "skipnet segments: no dead value repopulated for an overwrite: $(grep '^karma: mode' "$tmp/karma.err")"
