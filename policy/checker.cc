@@ -172,16 +172,13 @@ class Replay {
     return Status::Ok();
   }
   // A value dies: in memory the application keeps it is written back first, unless some recompute of the plan
-  // writes the buffer (SimInput::written_back).
+  // writes the buffer, in place or to scratch (SimInput::written_back).
   void Die(trace::BufferId b) {
     Buf& s = buf_[b];
     bool rebuilt = false;
     for (uint32_t i = 0; i < plan_.actions.size() && !rebuilt; ++i) {
       const Action& a = plan_.actions[i];
-      if (a.kind != ActionKind::kRecompute ||
-          std::find(a.scratch.begin(), a.scratch.end(), b) != a.scratch.end()) {
-        continue;
-      }
+      if (a.kind != ActionKind::kRecompute) continue;
       for (trace::OpId op : a.ops) {
         const auto& w = in_.access.ops[op].writes;
         rebuilt = rebuilt || std::find(w.begin(), w.end(), b) != w.end();

@@ -143,7 +143,7 @@ class Simulation {
         return false;
       }
     }
-    // The buffers some recompute writes (Die).
+    // The buffers some recompute writes, in place or to scratch (Die).
     rebuilt_.assign(it.buffers.size(), false);
     for (const ComputeItem& c : r_.sequence) {
       if (c.action == trace::kNone) continue;
@@ -206,7 +206,7 @@ class Simulation {
   }
 
   // A value dies. In memory the application keeps it leaves by a write-back, unless some recompute of the plan
-  // writes the buffer (SimInput::written_back).
+  // writes the buffer, in place or to scratch (SimInput::written_back).
   void Die(trace::BufferId b) {
     BufState& s = buf_[b];
     if (!in_.WrittenBack(b) || rebuilt_[b] || s.dev != Dev::kValid || s.d2h_pending > 0 || s.writing_back) {

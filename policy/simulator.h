@@ -28,9 +28,9 @@ struct SimInput {
   // caching allocator's segments, is never freed, and the runtime cannot discard a value at its last use (nothing
   // tells it the application is done with those bytes), so it evicts it: the device-to-host engine copies it, in
   // order with the swap-outs, and only then is its memory free. Buffers that some recompute of the plan writes
-  // are not charged: the runtime discards their values for the recompute, and charging their last death as well
-  // chose plans that replayed slower on simcuda (docs/runtime-e2e.md). Empty for memory the application frees
-  // (the free discards it).
+  // (in place or to scratch) are not charged: the runtime discards their values for the recompute, and charging
+  // their other deaths as well chose plans that replayed slower on simcuda (docs/runtime-e2e.md). Empty for memory
+  // the application frees (the free discards it).
   std::vector<bool> written_back;
   bool WrittenBack(trace::BufferId b) const { return b < written_back.size() && written_back[b]; }
 };

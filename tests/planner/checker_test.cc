@@ -287,6 +287,14 @@ TEST(Checker, ARecomputeWritesAnOldValueOfReusedMemoryToScratch) {
     ASSERT_TRUE(r.feasible) << r.reason;
     EXPECT_TRUE(CheckSchedule(in, plan, r).ok()) << CheckSchedule(in, plan, r).message();
     EXPECT_EQ(r.peak_bytes, 300u);  // x, y rebuilt, a1 in scratch (a2 is on the host)
+    // In memory the application keeps, the simulator and the checker agree on which deaths are written back (a,
+    // which the recompute writes to scratch, and y, which it rebuilds, are not).
+    SimInput kept = in;
+    kept.written_back.assign(c.it.buffers.size(), true);
+    const SimResult k = Simulate(kept, plan, {.record_events = true});
+    ASSERT_TRUE(k.feasible) << k.reason;
+    EXPECT_TRUE(CheckSchedule(kept, plan, k).ok()) << CheckSchedule(kept, plan, k).message();
+    EXPECT_GT(k.written_back_bytes, 0u);
     Action in_place = rc;
     in_place.scratch.clear();  // a1 written over a while a2 is on the host: the swap-in finds no valid copy
     plan.actions.back() = in_place;
