@@ -1096,7 +1096,6 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   std::vector<unsigned char> after;
   for (const Copy& c : before) {
     if (!same) break;
-    if (Has(rc.unchecked, c.b)) continue;  // a dead value the recompute may replace by an older one
     after.resize(c.bytes.size());
     if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes, cudaMemcpyDeviceToHost,
                              s) != cudaSuccess ||
@@ -1110,12 +1109,8 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   if (same) {
     checks_[r] = Check::kValid;
     verdicts_[VerdictKey(p, rc)] = Check::kValid;
-    const size_t dead = static_cast<size_t>(std::count_if(before.begin(), before.end(), [&](const Copy& c) {
-      return Has(rc.unchecked, c.b);
-    }));
-    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical{})", rc.ops.size(),
-              rc.ops.size() == 1 ? "" : "es", rc.before, before.size() - dead,
-              dead == 0 ? "" : fmt::format(", {} holding dead values not compared", dead));
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
+              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
     return;
   }
   // Put everything back as it was.

@@ -373,11 +373,6 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
       for (trace::BufferId b : acc.ops[k].writes) back[b] = false;
     }
   }
-  for (ReplayProgram::Recompute& rc : prog->recomputes) {
-    for (trace::BufferId b : rc.written) {
-      if (!Contains(rc.targets, b) && !policy::ValueReadFrom(acc, b, rc.before)) rc.unchecked.push_back(b);
-    }
-  }
   prog->repopulated = repopulated;
   size_t kernels = 0;
   for (const ReplayProgram::Recompute& r : prog->recomputes) kernels += r.ops.size();

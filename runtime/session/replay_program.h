@@ -59,9 +59,6 @@ struct ReplayProgram {
     std::vector<trace::BufferId> scratch;
     // Its ops' operands that cover several buffers (ReplayOp::spans): none of those can go to scratch.
     std::vector<std::vector<trace::BufferId>> spans;
-    // Buffers of `written` other than the targets whose value right before `before` no op reads again (the next
-    // use overwrites it): the recompute may leave an older value there, so its check does not compare them.
-    std::vector<trace::BufferId> unchecked;
   };
 
   uint32_t period = 0;

@@ -97,27 +97,6 @@ TEST(CompileProgram, DiscardRebuiltByARecomputeIsADiscard) {
 // The plan drops the device copy after op 1 and brings the host's value back after op 2 for op 3, which reads
 // it before the recompute that writes the buffer: the value lives on, so the executor must evict, not discard
 // (a discard would poison the only copy managed memory has, and the swap-in would bring the poison back).
-// A recompute of ops 0 and 1 before op 2, which overwrites buffer 1 without reading it: the value of buffer 1 the
-// recompute replaces is dead there, so its check does not compare it; buffer 0's is read at op 4 and is compared.
-// With op 2 updating buffer 1 in place, both are compared.
-TEST(CompileProgram, ARecomputesCheckLeavesOutTheDeadValuesItOverwrites) {
-  for (const bool overwritten : {true, false}) {
-    SCOPED_TRACE(overwritten ? "op 2 overwrites" : "op 2 updates");
-    RecordedIteration rec = FiveOps(false);
-    if (overwritten) rec.it.ops[2].reads.clear();
-    policy::Plan plan;
-    plan.strategy = "karma";
-    plan.managed_memory = true;
-    plan.actions.push_back(testing::Recompute({0, 1}, 2));
-    auto prog = CompileProgram(rec, plan);
-    ASSERT_TRUE(prog.ok()) << prog.status().message();
-    ASSERT_EQ((*prog)->recomputes.size(), 1u);
-    const ReplayProgram::Recompute& rc = (*prog)->recomputes[0];
-    EXPECT_EQ(rc.written, (std::vector<trace::BufferId>{0, 1}));
-    EXPECT_EQ(rc.unchecked, overwritten ? std::vector<trace::BufferId>{1} : std::vector<trace::BufferId>{});
-  }
-}
-
 TEST(CompileProgram, DiscardWhoseValueIsReadBeforeTheRebuildIsAnEviction) {
   const RecordedIteration rec = FiveOps(true);
   policy::Plan plan = RecomputeOp0Before4();
