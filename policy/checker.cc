@@ -175,6 +175,10 @@ class Replay {
   // writes the buffer, in place or to scratch (SimInput::written_back).
   void Die(trace::BufferId b) {
     Buf& s = buf_[b];
+    if (!in_.WrittenBack(b)) {
+      Release(b);
+      return;
+    }
     bool rebuilt = false;
     for (uint32_t i = 0; i < plan_.actions.size() && !rebuilt; ++i) {
       const Action& a = plan_.actions[i];
@@ -184,7 +188,7 @@ class Replay {
         rebuilt = rebuilt || std::find(w.begin(), w.end(), b) != w.end();
       }
     }
-    if (in_.WrittenBack(b) && !rebuilt && s.on_device && !s.arriving && s.copying_out == 0 && !s.write_back_due) {
+    if (!rebuilt && s.on_device && !s.arriving && s.copying_out == 0 && !s.write_back_due) {
       s.write_back_due = true;
       return;
     }

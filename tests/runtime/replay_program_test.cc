@@ -290,6 +290,20 @@ RecordedIteration FiveOpsInKeptMemory() {
   return rec;
 }
 
+// The buffers whose dead values the plan counts as written back (policy::SimInput::written_back): in memory the
+// application keeps, not persistent, owning a whole page; none where the application allocates them itself.
+TEST(WrittenBackWhenDead, MarksNonPersistentBuffersInMemoryTheApplicationKeeps) {
+  RecordedIteration rec = FiveOpsInKeptMemory();
+  policy::AccessModel acc = policy::BuildAccessModel(rec.it);
+  EXPECT_EQ(WrittenBackWhenDead(rec, acc), (std::vector<bool>{true, true}));
+  acc.persistent[0] = true;
+  EXPECT_EQ(WrittenBackWhenDead(rec, acc), (std::vector<bool>{false, true}));
+  rec.buffers[1].bytes = 4096;  // inside one page, shared with its neighbours: the executor does not move it
+  EXPECT_EQ(WrittenBackWhenDead(rec, acc), (std::vector<bool>{false, false}));
+  const RecordedIteration inside = FiveOps(false);
+  EXPECT_EQ(WrittenBackWhenDead(inside, policy::BuildAccessModel(inside.it)), (std::vector<bool>{false, false}));
+}
+
 // Memory the application never frees (a caching allocator's segment): the plan counts a transient buffer as
 // gone after its last use, so the executor evicts it there (its extent is not known: evicted, never discarded)
 // and brings it back shortly before the next iteration's first use, which waits for it.
