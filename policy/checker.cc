@@ -88,6 +88,12 @@ class Replay {
       }
       seq_.push_back({op, trace::kNone, {}});
     }
+    // The buffers a recompute writes (in place or to scratch): never written back (Die).
+    recomputed_.assign(it_.buffers.size(), false);
+    for (const ComputeItem& c : seq_) {
+      if (c.action == trace::kNone) continue;
+      for (trace::BufferId b : in_.access.ops[c.op].writes) recomputed_[b] = true;
+    }
     // A value dies at its last read before the buffer is overwritten (or at the buffer's last use).
     dies_after_.assign(seq_.size(), {});
     std::vector<int64_t> prev(it_.buffers.size(), -1);
@@ -175,20 +181,8 @@ class Replay {
   // writes the buffer, in place or to scratch (SimInput::written_back).
   void Die(trace::BufferId b) {
     Buf& s = buf_[b];
-    if (!in_.WrittenBack(b)) {
-      Release(b);
-      return;
-    }
-    bool rebuilt = false;
-    for (uint32_t i = 0; i < plan_.actions.size() && !rebuilt; ++i) {
-      const Action& a = plan_.actions[i];
-      if (a.kind != ActionKind::kRecompute) continue;
-      for (trace::OpId op : a.ops) {
-        const auto& w = in_.access.ops[op].writes;
-        rebuilt = rebuilt || std::find(w.begin(), w.end(), b) != w.end();
-      }
-    }
-    if (!rebuilt && s.on_device && !s.arriving && s.copying_out == 0 && !s.write_back_due) {
+    if (in_.WrittenBack(b) && !recomputed_[b] && s.on_device && !s.arriving && s.copying_out == 0 &&
+        !s.write_back_due) {
       s.write_back_due = true;
       return;
     }
@@ -554,6 +548,7 @@ class Replay {
   std::vector<std::vector<uint32_t>> expect_;
   std::vector<uint32_t> final_;
   std::vector<bool> persistent_, host_home_;
+  std::vector<bool> recomputed_;  // per buffer: some recompute writes it
   std::vector<Buf> buf_;
   std::vector<std::vector<uint32_t>> anchored_;
   std::vector<int> seen_;

@@ -98,6 +98,17 @@ Status CheckPlanShape(const Plan& plan, const trace::Iteration& it) {
   return Status::Ok();
 }
 
+std::string FlagSetTag(const std::vector<bool>& flags) {
+  uint64_t h = 1469598103934665603ull;
+  bool any = false;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (!flags[i]) continue;
+    any = true;
+    h = (h ^ i) * 1099511628211ull;
+  }
+  return any ? fmt::format("{:08x}", static_cast<uint32_t>(h ^ (h >> 32))) : std::string();
+}
+
 std::string Fingerprint(const trace::Iteration& it, const std::string& profile, uint64_t capacity_bytes) {
   Fnv h;
   h.Add(std::string("karma-plan-inputs/1"));

@@ -87,6 +87,9 @@ Status CheckPlanShape(const Plan& plan, const trace::Iteration& it);
 // A stable 64-bit hash (hex) of the iteration's ops and buffers, the profile name and the capacity: what a
 // plan cache keys on and what a loaded plan is checked against.
 std::string Fingerprint(const trace::Iteration& it, const std::string& profile, uint64_t capacity_bytes);
+// A short stable hash (8 hex digits) of which entries of `flags` are set, for a key suffix naming a subset (ops
+// barred from recompute, buffers written back); empty when none is set.
+std::string FlagSetTag(const std::vector<bool>& flags);
 
 // Counts by kind, for printing.
 struct PlanCounts {

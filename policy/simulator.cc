@@ -252,12 +252,7 @@ class Simulation {
     const uint32_t i = d2h_q_[d2h_head_];
     if ((i & kWriteBack) != 0) {
       const trace::BufferId b = i & ~kWriteBack;
-      d2h_head_++;
-      d2h_busy_ = true;
-      d2h_action_ = i;
-      const double secs = static_cast<double>(B(b).bytes) / in_.hw.d2h_bw;
-      d2h_end_ = now_ + secs;
-      r_.d2h_busy_s += secs;
+      StartD2H(B(b).bytes);
       r_.written_back_bytes += B(b).bytes;
       Record(SimEvent::kWriteBackStart, b);
       return true;
@@ -265,15 +260,19 @@ class Simulation {
     const Action& a = plan_.actions[i];
     BufState& s = buf_[a.buffer];
     if (s.being_written) return false;
-    d2h_head_++;
-    d2h_busy_ = true;
-    d2h_action_ = i;
-    const double secs = static_cast<double>(B(a.buffer).bytes) / in_.hw.d2h_bw;
-    d2h_end_ = now_ + secs;
-    r_.d2h_busy_s += secs;
+    StartD2H(B(a.buffer).bytes);
     r_.swap_out_bytes += B(a.buffer).bytes;
     Record(SimEvent::kCopyStart, i);
     return true;
+  }
+
+  // The device-to-host engine takes the head of its queue, `bytes` long.
+  void StartD2H(uint64_t bytes) {
+    d2h_action_ = d2h_q_[d2h_head_++];
+    d2h_busy_ = true;
+    const double secs = static_cast<double>(bytes) / in_.hw.d2h_bw;
+    d2h_end_ = now_ + secs;
+    r_.d2h_busy_s += secs;
   }
 
   void FinishD2H() {

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -45,13 +44,7 @@ std::string PlanCacheKey(const policy::SimInput& in, const SolverOptions& option
   std::string key = fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
                                 SettingsHash(options));
   // Dead values written back (SimInput::written_back) make other plans for the same trace.
-  if (std::find(in.written_back.begin(), in.written_back.end(), true) != in.written_back.end()) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t b = 0; b < in.written_back.size(); ++b) {
-      if (in.written_back[b]) h = (h ^ b) * 1099511628211ull;
-    }
-    key += fmt::format("-w{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
-  }
+  if (const std::string tag = policy::FlagSetTag(in.written_back); !tag.empty()) key += "-w" + tag;
   return key;
 }
 

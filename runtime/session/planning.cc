@@ -124,14 +124,7 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
       policy::Fingerprint(shape, fmt::format("{} (planner {})", policy::ProfileLabel(profile), solver::kPlannerVersion),
                           capacity);
   // Ops excluded after a failed validation make a different plan for the same iteration.
-  uint64_t h = 1469598103934665603ull;
-  bool any = false;
-  for (size_t i = 0; i < no_recompute.size(); ++i) {
-    if (!no_recompute[i]) continue;
-    any = true;
-    h = (h ^ i) * 1099511628211ull;
-  }
-  if (any) key += fmt::format("-{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
+  if (const std::string tag = policy::FlagSetTag(no_recompute); !tag.empty()) key += "-" + tag;
   return key;
 }
 
