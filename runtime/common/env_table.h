@@ -36,6 +36,11 @@
   X(KARMA_MOVE_THREADS, kBool, "0", "",                                                                        \
     "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction) instead of "   \
     "inside the application's launches, which then wait only where they need the data.")                       \
+  X(KARMA_TORCH_ALLOCATOR, kEnum, "async", "async|keep",                                                        \
+    "PyTorch's CUDA allocator when KARMA plans (KARMA_MODE auto, record, replay): async sets "                  \
+    "PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF to backend:cudaMallocAsync at load unless either is "       \
+    "set, so that every tensor's free reaches KARMA; keep: PyTorch's default caching allocator, whose "         \
+    "dead values KARMA evicts to the host.")                                                                    \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
     "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \

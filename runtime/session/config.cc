@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 namespace karma::rt {
 
 const char* ModeName(Mode m) {
@@ -48,6 +50,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
   c.rerun_kernels = env.flag(EnvVar::KARMA_RERUN_KERNELS);
   c.batch_moves = env.flag(EnvVar::KARMA_BATCH_MOVES);
   c.move_threads = env.flag(EnvVar::KARMA_MOVE_THREADS);
+  c.torch_async = env.text(EnvVar::KARMA_TORCH_ALLOCATOR) != "keep";
   LogLevel level = LogLevel::kWarn;
   ParseLogLevel(env.text(EnvVar::KARMA_LOG), &level);
   c.log_level = level;
@@ -61,6 +64,56 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
     }
   }
   return c;
+}
+
+namespace {
+
+// A function's static, not a global: libkarma.so's constructor may run before this file's globals are built.
+TorchAllocatorChoice& ChoiceAtLoad() {
+  static TorchAllocatorChoice choice;
+  return choice;
+}
+
+}  // namespace
+
+TorchAllocatorChoice ChooseTorchAllocator(const SessionConfig& config, const EnvConfig::Getter& get,
+                                          const std::function<void(const char*, const char*)>& set) {
+  TorchAllocatorChoice choice;
+  if (config.mode == Mode::kUm || config.mode == Mode::kOff) return choice;  // the baseline runs as PyTorch's
+  constexpr const char* kNames[] = {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"};
+  for (const char* name : kNames) {
+    const char* value = get(name);
+    if (value == nullptr) continue;
+    if (std::string(value).find(kTorchAsyncBackend) == std::string::npos) {
+      choice.note = std::string("PyTorch's allocator setting ") + name + "=" + value + " stays: without " +
+                    kTorchAsyncBackend + " its memory holds dead tensors that KARMA evicts to the host";
+    }
+    return choice;
+  }
+  if (!config.torch_async) {
+    choice.note = "KARMA_TORCH_ALLOCATOR=keep: PyTorch's caching allocator stays; KARMA evicts its dead tensors "
+                  "to the host";
+    return choice;
+  }
+  for (const char* name : kNames) set(name, kTorchAsyncBackend);
+  choice.set = true;
+  choice.note = std::string("PyTorch allocates each tensor with cudaMallocAsync (PYTORCH_ALLOC_CONF and "
+                            "PYTORCH_CUDA_ALLOC_CONF set to ") + kTorchAsyncBackend + "; KARMA_TORCH_ALLOCATOR=keep " +
+                "leaves them)";
+  return choice;
+}
+
+const TorchAllocatorChoice& TorchAllocatorAtLoad() { return ChoiceAtLoad(); }
+
+void ApplyTorchAllocatorAtLoad() {
+  try {
+    const SessionConfig config = ConfigFromEnv(EnvConfig::FromProcessEnvironment());
+    ChoiceAtLoad() = ChooseTorchAllocator(
+        config, [](const char* n) { return static_cast<const char*>(std::getenv(n)); },
+        [](const char* n, const char* v) { ::setenv(n, v, 0); });
+  } catch (...) {
+    // Nothing is set: the application runs with its own allocator setting.
+  }
 }
 
 }  // namespace karma::rt

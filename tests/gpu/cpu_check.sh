@@ -61,7 +61,7 @@ python3 "$here/summarize.py" "$tmp/fake" --md "$tmp/fake/t.md" --json "$tmp/fake
   fail "summarize.py on fake results: exit $?"
 grep -q '^| gpt2 | libkarma.so, caching allocator | ok |.*| none |' "$tmp/fake/t.md" ||
   fail "a run without a plan must say so: $(cat "$tmp/fake/t.md")"
-grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | ok |.*| replayed |' "$tmp/fake/t.md" ||
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | ok |.*| replayed |' "$tmp/fake/t.md" ||
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.md" ||
   fail "the measured link must be kept beside the summary: $(cat "$tmp/fake/t.md")"
@@ -109,7 +109,7 @@ md=$tmp/suite/gpu-results.md
 [[ $(grep -c '^| gpt2 |' "$md") == 9 ]] || fail "expected 9 gpt2 rows: $(cat "$md")"
 grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
   fail "checkpointing must reproduce the plain losses: $(cat "$md")"
-grep -q '^| gpt2 | libkarma.so, cudaMallocAsync | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
 grep -q '^- gpt2 plain-full: occupy: holding 7.00 GiB on a fake device; 1.00 GiB of 8.00 GiB free' "$md" ||
   fail "the plain-full row must run beside occupy.py (a fake device in a dry run): $(cat "$md")"
 ! pgrep -f "occupy.py --leave 1GiB --ready $tmp/suite" >/dev/null || fail "occupy.py outlived its row"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU suite: builds KARMA, runs the phase-1 record smoke test, then trains a torchvision ResNet-50 and a
 # GPT-2-style model with PyTorch plain, under LD_PRELOAD=libkarma.so with a KARMA_CAPACITY below the iteration's
-# need (default caching allocator and cudaMallocAsync), with KARMA_MODE=um, and with torch.utils.checkpoint
+# need (PyTorch's caching allocator, and cudaMallocAsync as libkarma.so sets it), with KARMA_MODE=um, and with torch.utils.checkpoint
 # (with --occupy, also on a device made that small by tests/gpu/occupy.py); prints a table and writes it as
 # Markdown for docs/gpu-results.md. See tests/gpu/README.md.
 set -uo pipefail
@@ -20,7 +20,7 @@ usage: tests/gpu/run_gpu_suite.sh [options]
   --resnet50-args STR  extra train_bench.py arguments for ResNet-50 (e.g. "--batch 128")
   --gpt2-args STR      extra train_bench.py arguments for the GPT-2 model (e.g. "--layers 12 --seq 2048")
   --timeout S          limit per run, in seconds (default: 1800)
-  --occupy             also run plain, KARMA_MODE=um and KARMA (caching allocator) with the GPU really short of
+  --occupy             also run plain, KARMA_MODE=um and KARMA (its default: cudaMallocAsync) with the GPU short of
                        memory: tests/gpu/occupy.py holds all but KARMA_CAPACITY + what the plain run needed outside
                        PyTorch's allocator + --occupy-margin (rows plain-full, um-full, karma-full)
   --occupy-margin B    bytes left free beyond that (default: 256MiB)
@@ -268,8 +268,9 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
   fi
   say "$model: KARMA_CAPACITY=$cap"
   karma=(LD_PRELOAD="$lib" KARMA_CAPACITY="$cap" KARMA_LOG=info KARMA_TRACE_DIR="$out/traces/$model")
-  run "$model" karma "${karma[@]}" -- || true
-  run "$model" karma-async "${karma[@]}" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- || true
+  # karma: PyTorch's caching allocator kept; karma-async: libkarma.so's default, which sets PyTorch's backend.
+  run "$model" karma "${karma[@]}" KARMA_TORCH_ALLOCATOR=keep -- || true
+  run "$model" karma-async "${karma[@]}" -- || true
   run "$model" um "${karma[@]}" KARMA_MODE=um -- || true
   if wanted plain-full || wanted um-full || wanted karma-full; then
     leave=$("$python" -c 'import json, os, sys

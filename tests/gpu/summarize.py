@@ -22,13 +22,13 @@ CONFIG_TEXT = {
     "karma": "libkarma.so, caching allocator",
     "karma-movers": "libkarma.so, caching allocator, KARMA_MOVE_THREADS=1",
     "karma-unbatched": "libkarma.so, caching allocator, KARMA_BATCH_MOVES=0",
-    "karma-async": "libkarma.so, cudaMallocAsync",
+    "karma-async": "libkarma.so, cudaMallocAsync (its default)",
     "um": "KARMA_MODE=um (managed memory only)",
     "checkpoint": "torch.utils.checkpoint",
     # Beside tests/gpu/occupy.py, which leaves the device only the budget (and what the process needs outside it).
     "plain-full": "PyTorch, device short of memory",
     "um-full": "KARMA_MODE=um, device short of memory",
-    "karma-full": "libkarma.so, caching allocator, device short of memory",
+    "karma-full": "libkarma.so, cudaMallocAsync, device short of memory",
 }
 # Runs that are meant to run out of memory: plain PyTorch on the device made short of it.
 EXPECTED_OOM = {"plain-full"}

@@ -33,6 +33,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_TRUE(c.batch_moves);
   EXPECT_FALSE(c.move_threads);
   EXPECT_TRUE(c.ilp);
+  EXPECT_TRUE(c.torch_async);
   EXPECT_TRUE(c.problems.empty());
 }
 
@@ -84,6 +85,72 @@ TEST(ConfigTest, ReplayWithoutAReadablePlanRunsAsUm) {
   EXPECT_NE(c.problems[0].find("/nonexistent/plan"), std::string::npos);
   c = From({{"KARMA_MODE", "replay"}, {"KARMA_PLAN", "/proc/self/status"}});
   EXPECT_EQ(c.mode, Mode::kReplay);
+}
+
+// ChooseTorchAllocator over a map standing in for the process environment.
+struct TorchEnv {
+  std::map<std::string, std::string> vars;
+  TorchAllocatorChoice Choose(const SessionConfig& c) {
+    return ChooseTorchAllocator(
+        c,
+        [&](const char* n) -> const char* {
+          auto it = vars.find(n);
+          return it == vars.end() ? nullptr : it->second.c_str();
+        },
+        [&](const char* n, const char* v) { vars[n] = v; });
+  }
+};
+
+TEST(ConfigTest, PyTorchAllocatesPerTensorWhenKarmaPlansAndTheApplicationChoseNothing) {
+  for (const char* mode : {"auto", "record"}) {
+    TorchEnv e;
+    const TorchAllocatorChoice choice = e.Choose(From({{"KARMA_MODE", mode}}));
+    EXPECT_TRUE(choice.set) << mode;
+    EXPECT_EQ(e.vars["PYTORCH_ALLOC_CONF"], "backend:cudaMallocAsync") << mode;
+    EXPECT_EQ(e.vars["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync") << mode;
+    EXPECT_NE(choice.note.find("KARMA_TORCH_ALLOCATOR=keep"), std::string::npos) << choice.note;
+  }
+  TorchEnv e;
+  EXPECT_TRUE(e.Choose(From({{"KARMA_MODE", "replay"}, {"KARMA_PLAN", "/proc/self/status"}})).set);
+}
+
+TEST(ConfigTest, TheApplicationsAllocatorSettingStays) {
+  // Either name set, to anything: neither is touched; a setting without the async backend is named in the log.
+  for (const char* name : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    TorchEnv e;
+    e.vars[name] = "expandable_segments:True";
+    const TorchAllocatorChoice choice = e.Choose(From({}));
+    EXPECT_FALSE(choice.set);
+    EXPECT_EQ(e.vars.size(), 1u) << name;
+    EXPECT_EQ(e.vars[name], "expandable_segments:True");
+    EXPECT_NE(choice.note.find(std::string(name) + "=expandable_segments:True stays"), std::string::npos)
+        << choice.note;
+  }
+  TorchEnv e;
+  e.vars["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync";
+  const TorchAllocatorChoice choice = e.Choose(From({}));
+  EXPECT_FALSE(choice.set);
+  EXPECT_EQ(e.vars.size(), 1u);
+  EXPECT_TRUE(choice.note.empty()) << choice.note;
+}
+
+TEST(ConfigTest, KeepAndTheModesThatDoNotPlanLeavePyTorchsDefault) {
+  TorchEnv e;
+  TorchAllocatorChoice choice = e.Choose(From({{"KARMA_TORCH_ALLOCATOR", "keep"}}));
+  EXPECT_FALSE(choice.set);
+  EXPECT_TRUE(e.vars.empty());
+  EXPECT_NE(choice.note.find("caching allocator stays"), std::string::npos) << choice.note;
+  // um is the baseline (managed memory under PyTorch as it is); replay without a plan runs as um.
+  for (const auto& vars : std::vector<std::map<std::string, std::string>>{
+           {{"KARMA_MODE", "um"}}, {{"KARMA_MODE", "off"}}, {{"KARMA_MODE", "replay"}}}) {
+    choice = e.Choose(From(vars));
+    EXPECT_FALSE(choice.set);
+    EXPECT_TRUE(e.vars.empty());
+    EXPECT_TRUE(choice.note.empty());
+  }
+  // A bad value falls back to the default, async.
+  EXPECT_TRUE(From({{"KARMA_TORCH_ALLOCATOR", "native"}}).torch_async);
+  EXPECT_EQ(From({{"KARMA_TORCH_ALLOCATOR", "native"}}).problems.size(), 1u);
 }
 
 }  // namespace

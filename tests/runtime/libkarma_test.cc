@@ -66,6 +66,26 @@ TEST(LibkarmaTest, NeedsNoCudaLibraryAndNoLibunwindAtLoadTime) {
   }
 }
 
+// What a program started under LD_PRELOAD=libkarma.so finds in its environment (with the sanitizers, their
+// runtime first, as it must be).
+std::string PreloadedEnv(const std::string& vars) {
+  std::string preload = KARMA_LIB;
+  Dl_info asan{};
+  if (void* init = dlsym(RTLD_DEFAULT, "__asan_init"); init != nullptr && dladdr(init, &asan) != 0) {
+    preload = std::string(asan.dli_fname) + ":" + preload;
+  }
+  return Shell("env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u KARMA_MODE " + vars +
+               " ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 LD_PRELOAD=" + preload +
+               " printenv PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF");
+}
+
+TEST(LibkarmaTest, SetsPyTorchsAllocatorBackendAtLoad) {
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0"), "backend:cudaMallocAsync\nbackend:cudaMallocAsync\n");
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 KARMA_TORCH_ALLOCATOR=keep"), "");
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 KARMA_MODE=um"), "");
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 PYTORCH_ALLOC_CONF=backend:native"), "backend:native\n");
+}
+
 class Loaded : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
