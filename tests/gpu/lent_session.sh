@@ -56,7 +56,7 @@ reserve=210
 say "suite ($(($(left) - reserve)) s)"
 timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
   --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-  --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma,karma-async,um-full,karma-full \
+  --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma-async,karma,um-full,karma-full \
   >"$work/suite.txt" 2>&1
 say "suite: exit $?"
 

@@ -25,7 +25,7 @@ usage: tests/gpu/run_gpu_suite.sh [options]
                        PyTorch's allocator + --occupy-margin (rows plain-full, um-full, karma-full)
   --occupy-margin B    bytes left free beyond that (default: 256MiB)
   --configs LIST       comma-separated rows to run, in the suite's order whatever the list's (default: plain,
-                       plain-again,checkpoint,karma,karma-async,um, and with --occupy plain-full,um-full,karma-full);
+                       plain-again,checkpoint,karma-async,karma,um, and with --occupy plain-full,um-full,karma-full);
                        the KARMA rows need plain (for KARMA_CAPACITY) unless --capacity is given
   --skip-build         use the existing build
   --check              only check the prerequisites
@@ -55,7 +55,7 @@ occupy=0
 occupy_margin=256MiB
 margin_given=0
 configs=""
-all_configs=plain,plain-again,checkpoint,karma,karma-async,um,plain-full,um-full,karma-full
+all_configs=plain,plain-again,checkpoint,karma-async,karma,um,plain-full,um-full,karma-full
 command_line="tests/gpu/run_gpu_suite.sh $*"
 
 while (($#)); do
@@ -93,7 +93,7 @@ done
 [[ $iters =~ ^([1-9][0-9]*)?$ && $warmup =~ ^[0-9]*$ && $timeout_s =~ ^[1-9][0-9]*$ ]] ||
   { echo "run_gpu_suite: --iters, --warmup and --timeout take whole numbers" >&2; exit 2; }
 if [[ -z $configs ]]; then
-  configs=plain,plain-again,checkpoint,karma,karma-async,um
+  configs=plain,plain-again,checkpoint,karma-async,karma,um
   ((occupy)) && configs+=,plain-full,um-full,karma-full
 fi
 for c in ${configs//,/ }; do
@@ -103,7 +103,7 @@ wanted() { [[ ,$configs, == *,$1,* ]]; }
 occupy_env=()
 ((dry_run)) && occupy_env=(OCCUPY_FAKE_FREE=8GiB)  # no GPU: occupy.py holds memory of a fake device
 # The rows whose KARMA_CAPACITY (or what occupy.py leaves) comes from the plain run unless --capacity gives it.
-budgeted=(karma karma-async um plain-full um-full karma-full)
+budgeted=(karma-async karma um plain-full um-full karma-full)
 for c in "${budgeted[@]}"; do
   wanted "$c" && [[ -z $capacity ]] && ! wanted plain &&
     { echo "run_gpu_suite: row $c needs plain or --capacity (for KARMA_CAPACITY)" >&2; exit 2; }
@@ -247,7 +247,7 @@ for model in ${models//,/ }; do
   run "$model" plain-again -- || true  # how closely plain PyTorch reproduces itself: the floor of loss agreement
   run "$model" checkpoint -- --checkpoint || true
   if ((dry_run)); then
-    for config in karma karma-async um um-full karma-full; do
+    for config in karma-async karma um um-full karma-full; do
       wanted "$config" && note "$out/$model-$config.json" "skipped (dry run)" "no GPU"
     done
     occupied "$model" plain-full 1GiB -- || true  # the holder on a fake device (occupy_env)
@@ -268,9 +268,9 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
   fi
   say "$model: KARMA_CAPACITY=$cap"
   karma=(LD_PRELOAD="$lib" KARMA_CAPACITY="$cap" KARMA_LOG=info KARMA_TRACE_DIR="$out/traces/$model")
-  # karma: PyTorch's caching allocator kept; karma-async: libkarma.so's default, which sets PyTorch's backend.
-  run "$model" karma "${karma[@]}" KARMA_TORCH_ALLOCATOR=keep -- || true
+  # karma-async: libkarma.so as a user runs it (it sets PyTorch's backend); karma: PyTorch's caching allocator.
   run "$model" karma-async "${karma[@]}" -- || true
+  run "$model" karma "${karma[@]}" KARMA_TORCH_ALLOCATOR=keep -- || true
   run "$model" um "${karma[@]}" KARMA_MODE=um -- || true
   if wanted plain-full || wanted um-full || wanted karma-full; then
     leave=$("$python" -c 'import json, os, sys

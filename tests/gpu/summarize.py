@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-CONFIG_ORDER = ["plain", "plain-again", "karma", "karma-movers", "karma-unbatched", "karma-async", "um", "checkpoint",
+CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma", "karma-movers", "karma-unbatched", "um", "checkpoint",
                 "plain-full", "um-full", "karma-full"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
