@@ -139,7 +139,12 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
   in.written_back = WrittenBackWhenDead(rec, in.access);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
-  out.incore_peak_bytes = trace::IdealMemory(planning, trace::ComputeLifetimes(planning)).peak_bytes;
+  const std::vector<trace::Lifetime> lifetimes = trace::ComputeLifetimes(planning);
+  out.incore_peak_bytes = trace::IdealMemory(planning, lifetimes).peak_bytes;
+  const trace::HeldMemoryCurve held = trace::HeldMemory(planning, lifetimes);
+  out.held_peak_bytes = held.memory.peak_bytes;
+  out.late_freed_buffers = held.late_buffers;
+  out.most_late_bytes = held.most_late_bytes;
   for (trace::OpId op = 0; op < in.working_set.size(); ++op) {
     if (!in.Paged(op)) continue;
     out.paged_ops++;
@@ -220,6 +225,16 @@ std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration&
                      "it runs with demand paging in every iteration; {}",
                      outcome.largest_op, it.ops[outcome.largest_op].name, FormatBytes(outcome.largest_op_bytes),
                      FormatBytes(capacity), others, remedy);
+}
+
+std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity) {
+  if (outcome.late_freed_buffers == 0 || outcome.held_peak_bytes <= capacity) return {};
+  return fmt::format("the application holds up to {} at once, more than the budget {}: {} buffers stay allocated "
+                     "after the last use KARMA saw (up to {} of them at once), and KARMA moves nothing the "
+                     "application still holds, so the device holds that beyond the plan ({} at its in-core peak); "
+                     "releasing tensors as soon as they are no longer needed avoids it",
+                     FormatBytes(outcome.held_peak_bytes), FormatBytes(capacity), outcome.late_freed_buffers,
+                     FormatBytes(outcome.most_late_bytes), FormatBytes(outcome.incore_peak_bytes));
 }
 
 }  // namespace karma::rt

@@ -46,6 +46,10 @@ struct PlanOutcome {
   double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
   double incore_s = 0;     // the iteration's own ops back to back
   uint64_t incore_peak_bytes = 0;  // what the planning iteration holds at its peak with every value kept in core
+  // The same as the application holds its memory: buffers it frees after their last use (trace::HeldMemory).
+  uint64_t held_peak_bytes = 0;
+  uint64_t late_freed_buffers = 0;
+  uint64_t most_late_bytes = 0;
   bool improves = true;    // false when the request's improve_on_s is set and this plan is not faster than it
   // Ops whose own buffers exceed the capacity: no plan keeps them on the device, they run with demand paging.
   uint32_t paged_ops = 0;
@@ -58,6 +62,10 @@ struct PlanOutcome {
 // when there are none. `device_bytes` is the device's memory, 0 when unknown.
 std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration& it, uint64_t capacity,
                              uint64_t device_bytes);
+// What a user reads when the application holds more than the budget at once because it frees buffers after their
+// last use (no plan moves memory the application still holds: the device holds it beyond the plan); empty when
+// what it holds fits.
+std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity);
 
 // What the planner sees: the recorded iteration with every buffer the arena does not pack into a slab (above 1
 // MiB) rounded up to whole residency pages (64 KiB: the arena gives such buffers pages of their own, and

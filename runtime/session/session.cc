@@ -1215,6 +1215,10 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       KARMA_LOG(kWarn, "{}", paged);
       paged_reported_ = true;
     }
+    if (const std::string late = DescribeLateFrees(*outcome, capacity); !late.empty() && !late_reported_) {
+      KARMA_LOG(kWarn, "{}", late);
+      late_reported_ = true;
+    }
     if (outcome->reused) {
       KARMA_LOG(kInfo, "reusing the plan {} made for the same inputs", outcome->path);
     } else {

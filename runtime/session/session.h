@@ -230,6 +230,7 @@ class Session {
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> stop_planning_{false};  // exiting: Planner II gives up (the heuristic plan stands)
   bool paged_reported_ = false;  // the ops larger than the budget were named (once per process)
+  bool late_reported_ = false;   // memory the application frees after its last use was named (once per process)
 
   Arena arena_;
   Registry registry_;

@@ -48,7 +48,10 @@ std::vector<Lifetime> ComputeLifetimes(const Iteration& it) {
   return lt;
 }
 
-MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes) {
+namespace {
+
+// The curve of non-persistent buffers living from their first use to `last[b]` (kNone: not at all).
+MemoryCurve CurveOf(const Iteration& it, const std::vector<Lifetime>& lifetimes, const std::vector<uint32_t>& last) {
   MemoryCurve m;
   const size_t nops = it.ops.size();
   std::vector<int64_t> delta(nops + 1, 0);
@@ -59,7 +62,7 @@ MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifeti
       m.persistent_bytes += bytes;
     } else if (l.first != kNone) {
       delta[l.first] += static_cast<int64_t>(bytes);
-      delta[l.last + 1] -= static_cast<int64_t>(bytes);
+      delta[last[b] + 1] -= static_cast<int64_t>(bytes);
     }
   }
   m.live.resize(nops);
@@ -74,6 +77,52 @@ MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifeti
     }
   }
   return m;
+}
+
+std::vector<uint32_t> LastUses(const std::vector<Lifetime>& lifetimes) {
+  std::vector<uint32_t> last(lifetimes.size());
+  for (size_t b = 0; b < lifetimes.size(); ++b) last[b] = lifetimes[b].last;
+  return last;
+}
+
+}  // namespace
+
+MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes) {
+  return CurveOf(it, lifetimes, LastUses(lifetimes));
+}
+
+HeldMemoryCurve HeldMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes) {
+  const size_t n = it.buffers.size();
+  const uint32_t nops = static_cast<uint32_t>(it.ops.size());
+  std::vector<bool> allocated(n, false);
+  std::vector<uint32_t> freed_before(n, kNone);
+  for (const Event& e : it.events) {
+    if (e.buffer >= n) continue;
+    if (e.kind == EventKind::kAlloc) allocated[e.buffer] = true;
+    if (e.kind == EventKind::kFreeRequested) freed_before[e.buffer] = std::min(freed_before[e.buffer], e.before_op);
+  }
+  HeldMemoryCurve h;
+  std::vector<uint32_t> held = LastUses(lifetimes);
+  std::vector<int64_t> late(static_cast<size_t>(nops) + 1, 0);
+  for (size_t b = 0; b < n; ++b) {
+    const Lifetime& l = lifetimes[b];
+    if (l.persistent || l.first == kNone || !allocated[b]) continue;
+    // Freed before op f: held through op f - 1; not freed inside the iteration: through its last op.
+    if (freed_before[b] == 0) continue;  // freed before the first op: never used after all
+    const uint32_t until = freed_before[b] == kNone ? nops - 1 : std::min(freed_before[b], nops) - 1;
+    if (until <= l.last) continue;
+    held[b] = until;
+    h.late_buffers++;
+    late[l.last + 1] += static_cast<int64_t>(it.buffers[b].bytes);
+    late[until + 1] -= static_cast<int64_t>(it.buffers[b].bytes);
+  }
+  int64_t cur = 0;
+  for (uint32_t i = 0; i < nops; ++i) {
+    cur += late[i];
+    h.most_late_bytes = std::max(h.most_late_bytes, static_cast<uint64_t>(cur));
+  }
+  h.memory = CurveOf(it, lifetimes, held);
+  return h;
 }
 
 Summary Summarize(const Iteration& it) {
@@ -93,7 +142,9 @@ Summary Summarize(const Iteration& it) {
     s.buffers_by_kind[static_cast<size_t>(b.kind)].bytes += b.bytes;
     s.buffer_bytes += b.bytes;
   }
-  s.memory = IdealMemory(it, ComputeLifetimes(it));
+  const std::vector<Lifetime> lifetimes = ComputeLifetimes(it);
+  s.memory = IdealMemory(it, lifetimes);
+  s.held = HeldMemory(it, lifetimes);
   return s;
 }
 

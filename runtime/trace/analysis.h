@@ -32,6 +32,19 @@ struct MemoryCurve {
 };
 MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes);
 
+// Live bytes while each op runs as the application holds its memory: a buffer it allocates inside the iteration
+// lives from its first use until it frees it (to the end of the iteration when it frees it later), however long
+// after its last use that is; every other buffer as in IdealMemory. KARMA moves nothing the application still holds
+// after the last use it saw, so a plan's device residency can exceed its own by up to `most_late_bytes`. Equal to
+// the ideal curve when every free follows the last use at once, and for iterations without alloc events (a
+// karma-graph file, memory the application keeps).
+struct HeldMemoryCurve {
+  MemoryCurve memory;
+  uint64_t late_buffers = 0;     // buffers freed more than one op after their last use, or not inside the iteration
+  uint64_t most_late_bytes = 0;  // the most bytes of those held past their last use while one op runs
+};
+HeldMemoryCurve HeldMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes);
+
 struct KindTotals {
   uint64_t count = 0;
   uint64_t bytes = 0;
@@ -47,6 +60,7 @@ struct Summary {
   uint64_t ops_with_duration = 0;
   uint64_t buffer_bytes = 0;      // sum of all buffer sizes
   MemoryCurve memory;
+  HeldMemoryCurve held;
 };
 Summary Summarize(const Iteration& it);
 

@@ -269,6 +269,44 @@ TEST(MakeRuntimePlan, NamesTheLargestOpThatExceedsTheBudget) {
   EXPECT_NE(small.find("the device has 7.00 MiB: a smaller batch"), std::string::npos) << small;
 }
 
+// Memory the application frees after its last use counts in what it holds, not in the plan's in-core peak: above the
+// budget the user is told.
+TEST(MakeRuntimePlan, NamesMemoryTheApplicationHoldsAfterItsLastUse) {
+  // Buffer 0 lives through ops 0-1, buffer 1 through ops 2-4: 4 MiB at once, as the values go.
+  RecordedIteration rec = FiveOps(false);
+  const std::vector<std::vector<trace::BufferId>> reads = {{}, {0}, {}, {1}, {1}};
+  const std::vector<std::vector<trace::BufferId>> writes = {{0}, {}, {1}, {1}, {}};
+  for (uint32_t i = 0; i < 5; ++i) {
+    rec.it.ops[i].reads = reads[i];
+    rec.it.ops[i].writes = writes[i];
+  }
+  rec.it.events.push_back(trace::Event{trace::EventKind::kAlloc, 0, 0, 0});
+  rec.it.events.push_back(trace::Event{trace::EventKind::kAlloc, 2, 1, 0});
+  PlanRequest req;
+  req.recorded = &rec;
+  req.profile = policy::DefaultProfile();
+  req.capacity = 6u << 20;
+  // The application frees buffer 0 only after the iteration: it holds 8 MiB from op 2 on.
+  auto late = MakeRuntimePlan(req);
+  ASSERT_TRUE(late.ok()) << late.status().message();
+  EXPECT_EQ(late->incore_peak_bytes, 4u << 20);
+  EXPECT_EQ(late->held_peak_bytes, 8u << 20);
+  EXPECT_EQ(late->late_freed_buffers, 1u);
+  EXPECT_EQ(late->most_late_bytes, 4u << 20);
+  const std::string line = DescribeLateFrees(*late, req.capacity);
+  EXPECT_NE(line.find("the application holds up to 8.00 MiB at once, more than the budget 6.00 MiB: 1 buffers"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(DescribeLateFrees(*late, 8u << 20), "");  // it fits
+  // Freed right after its last use: nothing to say.
+  rec.it.events.push_back(trace::Event{trace::EventKind::kFreeRequested, 2, 0, 0});
+  auto prompt = MakeRuntimePlan(req);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().message();
+  EXPECT_EQ(prompt->held_peak_bytes, 4u << 20);
+  EXPECT_EQ(prompt->late_freed_buffers, 0u);
+  EXPECT_EQ(DescribeLateFrees(*prompt, req.capacity), "");
+}
+
 // An empty karma plan over managed memory with `capacity` bytes.
 policy::Plan ManagedPlan(uint64_t capacity) {
   policy::Plan plan;

@@ -65,6 +65,43 @@ TEST(Lifetimes, ReadBeforeWriteIsPersistentUnlessAllocatedInside) {
   EXPECT_EQ(m.live[1], 80u + 50);
 }
 
+TEST(HeldMemory, BuffersTheApplicationFreesLateStayUntilTheFree) {
+  // TinyMlp with alloc events for its activations: a1 freed at once after its last use (op 5), a2 only before op 7
+  // (last used by op 4), y never freed inside the iteration (last used by op 3); ga2 has no alloc event (memory the
+  // application keeps) and counts as in the ideal curve.
+  Iteration it = TinyMlp();
+  const uint64_t persistent = 400 + 200 + 100 + 400 + 200;
+  for (BufferId b : {3u, 4u, 5u}) it.events.push_back(Event{EventKind::kAlloc, 0, b, 0});
+  it.events.push_back(Event{EventKind::kFreeRequested, 6, 3, 0});
+  it.events.push_back(Event{EventKind::kFreeRequested, 7, 4, 0});
+  const auto lt = ComputeLifetimes(it);
+  const MemoryCurve ideal = IdealMemory(it, lt);
+  const HeldMemoryCurve held = HeldMemory(it, lt);
+  EXPECT_EQ(held.late_buffers, 2u);
+  ASSERT_EQ(held.memory.live.size(), it.ops.size());
+  EXPECT_EQ(held.memory.live[3], ideal.live[3]);              // nothing is late yet
+  EXPECT_EQ(held.memory.live[4], ideal.live[4] + 50);         // y past its last use
+  EXPECT_EQ(held.memory.live[5], ideal.live[5] + 1000 + 50);  // and a2
+  EXPECT_EQ(held.memory.live[6], ideal.live[6] + 1000 + 50);
+  EXPECT_EQ(held.memory.live[7], persistent + 50);            // a2 freed; y to the end
+  EXPECT_EQ(held.memory.live[8], persistent + 50);
+  EXPECT_EQ(held.most_late_bytes, 1050u);
+  EXPECT_EQ(held.memory.peak_bytes, persistent + 1000 + 1000 + 1000 + 1050);
+  EXPECT_EQ(held.memory.peak_op, 5u);
+  // A free right after the last use changes nothing; nor does an iteration without alloc events.
+  Iteration prompt = TinyMlp();
+  prompt.events.push_back(Event{EventKind::kAlloc, 0, 4, 0});
+  prompt.events.push_back(Event{EventKind::kFreeRequested, 5, 4, 0});
+  const HeldMemoryCurve h = HeldMemory(prompt, ComputeLifetimes(prompt));
+  EXPECT_EQ(h.late_buffers, 0u);
+  EXPECT_EQ(h.most_late_bytes, 0u);
+  EXPECT_EQ(h.memory.live, IdealMemory(prompt, ComputeLifetimes(prompt)).live);
+  const Iteration plain = TinyMlp();
+  EXPECT_EQ(HeldMemory(plain, ComputeLifetimes(plain)).memory.live, IdealMemory(plain, ComputeLifetimes(plain)).live);
+  const Summary s = Summarize(it);
+  EXPECT_EQ(s.held.memory.peak_bytes, held.memory.peak_bytes);
+}
+
 TEST(IdealMemory, EmptyIteration) {
   Iteration it;
   AddBuffer(it, 64, BufferKind::kParam);

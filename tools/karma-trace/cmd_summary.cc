@@ -1,4 +1,5 @@
-// `karma-trace summary`: counts, work, persistent bytes and the ideal in-core peak of an iteration.
+// `karma-trace summary`: counts, work, persistent bytes, the ideal in-core peak of an iteration and, where the
+// application frees memory after its last use, the peak of what it holds.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,11 @@ int RunSummary(const SummaryArgs& a) {
     j["ideal_peak_bytes"] = s.memory.peak_bytes;
     j["ideal_peak_gib"] = ToGiB(s.memory.peak_bytes);
     j["ideal_peak_op"] = s.memory.peak_op == trace::kNone ? nlohmann::json(nullptr) : nlohmann::json(s.memory.peak_op);
+    j["held_peak_bytes"] = s.held.memory.peak_bytes;
+    j["held_peak_op"] =
+        s.held.memory.peak_op == trace::kNone ? nlohmann::json(nullptr) : nlohmann::json(s.held.memory.peak_op);
+    j["late_freed_buffers"] = s.held.late_buffers;
+    j["most_late_bytes"] = s.held.most_late_bytes;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -97,6 +103,12 @@ int RunSummary(const SummaryArgs& a) {
   } else {
     fmt::print("ideal peak  {}\n", FormatBytes(s.memory.peak_bytes));
   }
+  // Memory the application frees only well after the last use seen stays on the device under any plan.
+  if (s.held.late_buffers > 0 && s.held.memory.peak_op != trace::kNone) {
+    fmt::print("held peak   {} at op {} ({}): {} buffers freed after their last use, up to {} of them at once\n",
+               FormatBytes(s.held.memory.peak_bytes), s.held.memory.peak_op, it.ops[s.held.memory.peak_op].name,
+               s.held.late_buffers, FormatBytes(s.held.most_late_bytes));
+  }
   return kExitOk;
 }
 
@@ -106,7 +118,9 @@ void RegisterSummary(CLI::App& app, Action* selected) {
   auto args = std::make_shared<SummaryArgs>();
   CLI::App* sub = AddCommand(app, "summary",
                              "Model, op and buffer counts by phase and kind, total work, persistent bytes and the "
-                             "ideal in-core peak (every non-persistent buffer freed right after its last use).",
+                             "ideal in-core peak (every non-persistent buffer freed right after its last use); for a "
+                             "recording whose application frees buffers well after their last use, also the peak of "
+                             "what it holds.",
                              selected, [args] { return RunSummary(*args); });
   sub->add_option("FILE", args->file, "a .ktrace or karma-graph JSON file")->required();
   sub->add_flag("--json", args->json, "print one JSON object instead of text");
