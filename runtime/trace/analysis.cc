@@ -103,6 +103,7 @@ HeldMemoryCurve HeldMemory(const Iteration& it, const std::vector<Lifetime>& lif
   }
   HeldMemoryCurve h;
   std::vector<uint32_t> held = LastUses(lifetimes);
+  h.held_until.assign(n, kNone);
   std::vector<int64_t> late(static_cast<size_t>(nops) + 1, 0);
   for (size_t b = 0; b < n; ++b) {
     const Lifetime& l = lifetimes[b];
@@ -112,6 +113,7 @@ HeldMemoryCurve HeldMemory(const Iteration& it, const std::vector<Lifetime>& lif
     const uint32_t until = freed_before[b] == kNone ? nops - 1 : std::min(freed_before[b], nops) - 1;
     if (until <= l.last) continue;
     held[b] = until;
+    h.held_until[b] = until;
     h.late_buffers++;
     late[l.last + 1] += static_cast<int64_t>(it.buffers[b].bytes);
     late[until + 1] -= static_cast<int64_t>(it.buffers[b].bytes);

@@ -42,6 +42,8 @@ struct HeldMemoryCurve {
   MemoryCurve memory;
   uint64_t late_buffers = 0;     // buffers freed more than one op after their last use, or not inside the iteration
   uint64_t most_late_bytes = 0;  // the most bytes of those held past their last use while one op runs
+  std::vector<uint32_t> held_until;  // per buffer: the last op it is held through when later than its last use,
+                                     // else kNone
 };
 HeldMemoryCurve HeldMemory(const Iteration& it, const std::vector<Lifetime>& lifetimes);
 

@@ -78,6 +78,10 @@ TEST(HeldMemory, BuffersTheApplicationFreesLateStayUntilTheFree) {
   const MemoryCurve ideal = IdealMemory(it, lt);
   const HeldMemoryCurve held = HeldMemory(it, lt);
   EXPECT_EQ(held.late_buffers, 2u);
+  EXPECT_EQ(held.held_until[3], kNone);  // a1: freed right after its last use
+  EXPECT_EQ(held.held_until[4], 6u);     // a2: freed before op 7
+  EXPECT_EQ(held.held_until[5], 8u);     // y: to the end
+  EXPECT_EQ(held.held_until[7], kNone);  // ga2: no alloc event
   ASSERT_EQ(held.memory.live.size(), it.ops.size());
   EXPECT_EQ(held.memory.live[3], ideal.live[3]);              // nothing is late yet
   EXPECT_EQ(held.memory.live[4], ideal.live[4] + 50);         // y past its last use

@@ -104,15 +104,21 @@ int RunBuffers(const BuffersArgs& a) {
   trace::Iteration it;
   if (!LoadOrReport(a.file, &it)) return kExitFailure;
   const auto lt = trace::ComputeLifetimes(it);
+  const std::vector<uint32_t> held = trace::HeldMemory(it, lt).held_until;
   const auto& bufs = it.buffers;
   auto span = [&](uint32_t i) -> uint64_t {
     if (lt[i].persistent) return it.ops.size();
     return lt[i].first == trace::kNone ? 0 : lt[i].last - lt[i].first + 1;
   };
+  // Bytes times ops the application holds it past its last use.
+  auto late = [&](uint32_t i) -> uint64_t {
+    return held[i] == trace::kNone ? 0 : bufs[i].bytes * (held[i] - lt[i].last);
+  };
   std::vector<uint32_t> order;
   if (a.sort == "id") order = SortedIndex(bufs.size(), [](uint32_t i) { return i; }, false);
   else if (a.sort == "bytes") order = SortedIndex(bufs.size(), [&](uint32_t i) { return bufs[i].bytes; }, true);
   else if (a.sort == "lifetime") order = SortedIndex(bufs.size(), span, true);
+  else if (a.sort == "late") order = SortedIndex(bufs.size(), late, true);
   else order = SortedIndex(bufs.size(), [&](uint32_t i) { return static_cast<int>(bufs[i].kind); }, false);
   if (a.top > 0 && order.size() > a.top) order.resize(a.top);
 
@@ -125,6 +131,7 @@ int RunBuffers(const BuffersArgs& a) {
                           {"persistent", lt[i].persistent}, {"site", b.site}, {"address", b.address}};
       r["first_op"] = lt[i].first == trace::kNone ? nlohmann::json(nullptr) : nlohmann::json(lt[i].first);
       r["last_op"] = lt[i].last == trace::kNone ? nlohmann::json(nullptr) : nlohmann::json(lt[i].last);
+      r["held_until_op"] = held[i] == trace::kNone ? nlohmann::json(nullptr) : nlohmann::json(held[i]);
       rows.push_back(std::move(r));
     }
     fmt::print("{}\n", rows.dump(1));
@@ -138,12 +145,13 @@ int RunBuffers(const BuffersArgs& a) {
   t.AddColumn("life", TextTable::kLeft);
   t.AddColumn("first", TextTable::kRight);
   t.AddColumn("last", TextTable::kRight);
+  t.AddColumn("held", TextTable::kRight);
   t.AddColumn("site", TextTable::kLeft);
   for (uint32_t i : order) {
     const trace::Buffer& b = bufs[i];
     t.AddRow({std::to_string(b.id), trace::Name(b.kind), FormatBytes(b.bytes), b.dtype,
               lt[i].persistent ? "persistent" : "transient", op_or_dash(lt[i].first), op_or_dash(lt[i].last),
-              b.site});
+              op_or_dash(held[i]), b.site});
   }
   t.Print();
   return kExitOk;
@@ -167,11 +175,12 @@ void RegisterTables(CLI::App& app, Action* selected) {
 
   auto bufs = std::make_shared<BuffersArgs>();
   CLI::App* b = AddCommand(app, "buffers", "Table of the buffers: kind, size, lifetime (first and last op that "
-                           "uses them) and allocation site.",
+                           "uses them), the last op the application holds it through when it frees it later "
+                           "(held), and allocation site.",
                            selected, [bufs] { return RunBuffers(*bufs); });
   b->add_option("FILE", bufs->file, "a .ktrace or karma-graph JSON file")->required();
   b->add_option("--sort", bufs->sort, "order of the rows")
-      ->check(CLI::IsMember({"id", "bytes", "lifetime", "kind"}))
+      ->check(CLI::IsMember({"id", "bytes", "lifetime", "kind", "late"}))
       ->capture_default_str();
   b->add_option("--top", bufs->top, "print only the first N rows after sorting (0: all)");
   b->add_flag("--json", bufs->json, "print a JSON array instead of text");
