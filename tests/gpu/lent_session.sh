@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
-# only a few files, and may replace the bundle's folder between calls): the managed-memory probe, the suite at
-# small sizes (plain, KARMA with either allocator, and managed memory alone and KARMA on the device made short of
-# memory by occupy.py), and each model's caching-allocator KARMA row again with KARMA_MOVE_THREADS=1 (moves from
-# KARMA's own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
+# only a few files, and may replace the bundle's folder between calls): the suite at small sizes (plain, KARMA as
+# a user runs it and with PyTorch's caching allocator, and managed memory alone and KARMA on the device made short
+# of memory by occupy.py), the managed-memory probe, and each model's caching-allocator KARMA row again with
+# KARMA_MOVE_THREADS=1 (moves from KARMA's own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
 # BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz and traces.tgz; SECONDS: the whole session's
 # limit (default 540). Prints the suite's table at the end. See tests/gpu/README.md.
@@ -44,21 +44,21 @@ trap pack EXIT
 } >"$work/machine.txt" 2>&1
 cat "$work/machine.txt"
 
-if [[ -x $bundle/tools/um_costs ]]; then
-  say "um_costs"
-  timeout 60 "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
-  cat "$work/um_costs.txt"
-fi
-
-# The suite, GPT-2 first (whether it records with the runs on copies allocating per op is the first question),
-# leaving about three and a half minutes for the second runs.
-reserve=210
+# The suite, GPT-2 first (whether it records with the runs on copies allocating per op is the first question, then
+# how KARMA runs with PyTorch under cudaMallocAsync, its default), leaving two and a half minutes for the rest.
+reserve=150
 say "suite ($(($(left) - reserve)) s)"
 timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
   --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
   --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma-async,karma,um-full,karma-full \
   >"$work/suite.txt" 2>&1
 say "suite: exit $?"
+
+if [[ -x $bundle/tools/um_costs ]] && (($(left) > 70)); then
+  say "um_costs"
+  timeout 60 "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
+  cat "$work/um_costs.txt"
+fi
 
 # The caching-allocator rows again, at the suite's capacity and sizes, with the moves from KARMA's own threads
 # (KARMA_MOVE_THREADS=1) and with one managed-memory call per range (KARMA_BATCH_MOVES=0), GPT-2 first, while time
