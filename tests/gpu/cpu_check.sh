@@ -53,7 +53,10 @@ for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iteratio
                         "karma: planned on h100-80g-um for 1.91 GiB: 9.00 ms simulated, 5.00 ms in core (fits in "
                         "core; 1.27 GiB at the in-core peak, 3.02 GiB held at once while it was recorded); plan p.json\n"
                         "karma: replaying the plan from iteration 5: 0 prefetches, 0 evictions of 0 B")):
-    json.dump(run([1.0, 0.5]), open(os.path.join(d, f"gpt2-{config}.json"), "w"))
+    r = run([1.0, 0.5])
+    if config == "karma-async":
+        r["allocator_backend"] = "cudaMallocAsync"
+    json.dump(r, open(os.path.join(d, f"gpt2-{config}.json"), "w"))
     if summary:
         open(os.path.join(d, f"gpt2-{config}.log"), "w").write(summary + "\n")
 PY
@@ -61,6 +64,8 @@ python3 "$here/summarize.py" "$tmp/fake" --md "$tmp/fake/t.md" --json "$tmp/fake
   fail "summarize.py on fake results: exit $?"
 grep -q '^| gpt2 | libkarma.so, caching allocator | ok |.*| none |' "$tmp/fake/t.md" ||
   fail "a run without a plan must say so: $(cat "$tmp/fake/t.md")"
+grep -q '^- gpt2 karma-async: cudaMallocAsync$' "$tmp/fake/t.md" ||
+  fail "the allocator backend PyTorch reported must be listed: $(cat "$tmp/fake/t.md")"
 grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | ok |.*| replayed |' "$tmp/fake/t.md" ||
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.md" ||

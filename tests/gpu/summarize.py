@@ -144,6 +144,7 @@ def rows(runs):
                 "final_loss": f"{r['losses'][-1]:.6g}" if ok and r.get("losses") else "-",
                 "shape": r.get("shape", ""),
                 "karma_summary": r.get("karma_summary", ""),
+                "backend": r.get("allocator_backend", ""),
                 "plan": plan_state(config, r.get("karma_summary", "")) if ok else "-",
                 "occupy": r.get("occupy", ""),
                 "expected": ok or (config in EXPECTED_OOM and r.get("status") == "oom") or
@@ -184,6 +185,11 @@ def markdown(table, env, smoke, title):
     if held:
         md += ["", "The device made short of memory (tests/gpu/occupy.py, in another process):", ""]
         md += [f"- {model} {config}: {line}" for model, config, line in held]
+    # Which allocator PyTorch ran (libkarma.so sets cudaMallocAsync unless KARMA_TORCH_ALLOCATOR=keep).
+    backends = [(r["model"], r["config"], r["backend"]) for r in table if r.get("backend")]
+    if backends:
+        md += ["", "PyTorch's allocator backend (torch.cuda.get_allocator_backend()):", ""]
+        md += [f"- {model} {config}: {backend}" for model, config, backend in backends]
     summaries = [(r["model"], r["config"], r["karma_summary"]) for r in table if r.get("karma_summary")]
     if summaries:
         md += ["", "libkarma.so's exit summaries:", ""]
