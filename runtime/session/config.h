@@ -40,7 +40,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env);
 
 // PyTorch's CUDA allocator under KARMA (KARMA_TORCH_ALLOCATOR). Its default, the caching allocator, keeps the
 // memory of dead tensors and hands it to later ones with no call KARMA sees, so KARMA cannot tell a dead value
-// from a live one: it evicts dead values over the host link (on an H100 most of the replay's transfers,
+// from a live one: it evicts dead values over the host link (on an H100 much of the replay's transfers,
 // docs/gpu-results.md). With backend:cudaMallocAsync every tensor is a cudaMallocAsync and its free a
 // cudaFreeAsync, which discards its pages. PyTorch reads the setting once, when its CUDA library loads (a Python
 // application's `import torch`, well after libkarma.so's constructor; a program linked against libtorch may read

@@ -230,9 +230,10 @@ std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration&
 std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity) {
   if (outcome.late_freed_buffers == 0 || outcome.held_peak_bytes <= capacity) return {};
   return fmt::format("the application holds up to {} at once, more than the budget {}: {} buffers stay allocated "
-                     "after the last use KARMA saw (up to {} of them at once), and KARMA moves nothing the "
-                     "application still holds, so the device holds that beyond the plan ({} at its in-core peak); "
-                     "releasing tensors as soon as they are no longer needed avoids it",
+                     "after the last use the plan counts (up to {} of them at once: buffers allocated in the "
+                     "iteration and freed only in a later one), and KARMA moves nothing the application still "
+                     "holds, so the device holds that beyond the plan ({} at its in-core peak); releasing tensors "
+                     "as soon as they are no longer needed avoids it",
                      FormatBytes(outcome.held_peak_bytes), FormatBytes(capacity), outcome.late_freed_buffers,
                      FormatBytes(outcome.most_late_bytes), FormatBytes(outcome.incore_peak_bytes));
 }

@@ -46,7 +46,8 @@ struct PlanOutcome {
   double simulated_s = 0;  // the planner's simulated iteration time (0 when reused)
   double incore_s = 0;     // the iteration's own ops back to back
   uint64_t incore_peak_bytes = 0;  // what the planning iteration holds at its peak with every value kept in core
-  // The same as the application holds its memory: buffers it frees after their last use (trace::HeldMemory).
+  // The same as the application holds its memory (trace::HeldMemory). The planning iteration counts a buffer freed
+  // later inside the iteration until its free already: what is late here is freed only in a later iteration.
   uint64_t held_peak_bytes = 0;
   uint64_t late_freed_buffers = 0;
   uint64_t most_late_bytes = 0;

@@ -34,10 +34,11 @@ MemoryCurve IdealMemory(const Iteration& it, const std::vector<Lifetime>& lifeti
 
 // Live bytes while each op runs as the application holds its memory: a buffer it allocates inside the iteration
 // lives from its first use until it frees it (to the end of the iteration when it frees it later), however long
-// after its last use that is; every other buffer as in IdealMemory. KARMA moves nothing the application still holds
-// after the last use it saw, so a plan's device residency can exceed its own by up to `most_late_bytes`. Equal to
-// the ideal curve when every free follows the last use at once, and for iterations without alloc events (a
-// karma-graph file, memory the application keeps).
+// after its last use that is; every other buffer as in IdealMemory. Equal to the ideal curve when every free follows
+// the last use at once, and for iterations without alloc events (a karma-graph file, memory the application keeps).
+// A buffer allocated inside with no use seen counts in neither curve. libkarma.so's planning iteration already
+// holds a buffer freed later inside the iteration until its free (rt::PlanningIteration), so there the late
+// buffers left are those the application frees only in a later iteration.
 struct HeldMemoryCurve {
   MemoryCurve memory;
   uint64_t late_buffers = 0;     // buffers freed more than one op after their last use, or not inside the iteration

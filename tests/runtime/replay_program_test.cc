@@ -298,6 +298,16 @@ TEST(MakeRuntimePlan, NamesMemoryTheApplicationHoldsAfterItsLastUse) {
             std::string::npos)
       << line;
   EXPECT_EQ(DescribeLateFrees(*late, 8u << 20), "");  // it fits
+  // Freed later inside the iteration (before op 4, last used by op 1): the planning iteration holds it until then, so
+  // the in-core peak counts it and nothing is late.
+  rec.it.events.push_back(trace::Event{trace::EventKind::kFreeRequested, 4, 0, 0});
+  auto inside = MakeRuntimePlan(req);
+  ASSERT_TRUE(inside.ok()) << inside.status().message();
+  EXPECT_EQ(inside->incore_peak_bytes, 8u << 20);
+  EXPECT_EQ(inside->held_peak_bytes, 8u << 20);
+  EXPECT_EQ(inside->late_freed_buffers, 0u);
+  EXPECT_EQ(DescribeLateFrees(*inside, req.capacity), "");
+  rec.it.events.pop_back();
   // Freed right after its last use: nothing to say.
   rec.it.events.push_back(trace::Event{trace::EventKind::kFreeRequested, 2, 0, 0});
   auto prompt = MakeRuntimePlan(req);
