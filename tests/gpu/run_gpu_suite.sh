@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite: builds KARMA, runs the phase-1 record smoke test, then trains a torchvision ResNet-50 and a
 # GPT-2-style model with PyTorch plain, under LD_PRELOAD=libkarma.so with a KARMA_CAPACITY below the iteration's
-# need (PyTorch's caching allocator, and cudaMallocAsync as libkarma.so sets it), with KARMA_MODE=um, and with torch.utils.checkpoint
-# (with --occupy, also on a device made that small by tests/gpu/occupy.py); prints a table and writes it as
-# Markdown for docs/gpu-results.md. See tests/gpu/README.md.
+# need (cudaMallocAsync as libkarma.so sets it, and PyTorch's caching allocator), with KARMA_MODE=um, and with
+# torch.utils.checkpoint (with --occupy, also on a device made that small by tests/gpu/occupy.py); prints a table
+# and writes it as Markdown for docs/gpu-results.md. See tests/gpu/README.md.
 set -uo pipefail
 
 usage() {
