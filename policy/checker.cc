@@ -415,7 +415,7 @@ class Replay {
     if (a.kind == ActionKind::kSwapOut) {
       if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while the device-to-host engine copies", i));
       if (!s.on_device || s.arriving) return Bad(fmt::format("swap-out of buffer {}, not on the device", a.buffer));
-      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw, i, false};
+      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw(), i, false};
       pending_host_value_[i] = s.value;
       return Status::Ok();
     }
@@ -426,7 +426,7 @@ class Replay {
     s.on_device = true;
     s.arriving = true;
     s.value = s.host_value;
-    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw, i, false};
+    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw(), i, false};
     return Allocate(a.buffer, "the swap-in");
   }
 
@@ -478,7 +478,7 @@ class Replay {
     }
     if (paging_) return Bad(fmt::format("write-back of buffer {} starts while a paged op runs", b));
     if (d2h_.busy) return Bad(fmt::format("write-back of buffer {} starts while the device-to-host engine copies", b));
-    d2h_ = {true, now_ + static_cast<double>(Bytes(b)) / in_.hw.d2h_bw, b, true};
+    d2h_ = {true, now_ + static_cast<double>(Bytes(b)) / in_.hw.d2h_bw(), b, true};
     return Status::Ok();
   }
 

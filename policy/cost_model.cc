@@ -29,7 +29,7 @@ double IdealSeconds(const std::vector<double>& op_times) {
 double PagingSeconds(const HwProfile& hw, uint64_t fault_bytes, uint64_t evicted_bytes) {
   const uint64_t pages = (fault_bytes + kManagedPageBytes - 1) / kManagedPageBytes;
   return static_cast<double>(pages) * hw.fault_latency_s + static_cast<double>(fault_bytes) / hw.fault_bw +
-         static_cast<double>(evicted_bytes) / hw.d2h_bw;
+         static_cast<double>(evicted_bytes) / hw.managed.d2h_bw;
 }
 
 }  // namespace karma::policy

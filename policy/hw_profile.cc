@@ -1,5 +1,5 @@
-// The profile table. Figures are datasheet rates; fault figures follow measured UVM behaviour, where
-// fault-driven migration reaches a fraction of the prefetch bandwidth and each fault group pays tens of µs.
+// The profile table: datasheet rates, and what was measured on an H100 (docs/gpu-results.md). Every figure's source
+// is in simcuda's calibration table (tests/simcuda/calibration.md).
 #include "policy/hw_profile.h"
 
 #include <fmt/format.h>
@@ -12,20 +12,66 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
+// Host time of calls (assumptions but for the per-range prefetch, measured on an H100 in run 8: 64 calls of 2 MiB
+// held the thread 1.0 ms in all). The same drivers and hosts stand behind every profile.
+constexpr HostCosts kHostCosts{.launch_s = 3e-6,
+                               .call_s = 2e-6,
+                               .prefetch_call_s = 16e-6,
+                               .map_s = 10e-6,
+                               .set_access_s = 20e-6,
+                               .unmap_s = 20e-6};
+
 constexpr HwProfile kProfiles[] = {
-    {"v100-16g-pcie3", "NVIDIA V100 16 GB on PCIe 3.0 x16 (the paper's platform)", 16 * kGiB, 14e12, 900e9, 12e9,
-     12e9, 30e-6, 4e9, 4e-6},
-    {"a100-40g-pcie4", "NVIDIA A100 40 GB on PCIe 4.0 x16", 40 * kGiB, 19.5e12, 1555e9, 24e9, 24e9, 25e-6, 8e9,
-     4e-6},
-    {"h100-80g-pcie5", "NVIDIA H100 80 GB on PCIe 5.0 x16", 80 * kGiB, 51e12, 3350e9, 50e9, 50e9, 20e-6, 16e9,
-     3e-6},
-    // The same GPU with the rates managed memory gets over its host link, as measured on an H100 80GB HBM3
-    // (driver 580.159.04, CUDA 13.0) by tests/gpu/um_costs.cu on 2026-11-26: batched prefetches of 64 2 MiB
-    // blocks to the device at 20-22 GB/s, to the host (evictions) at 6.5-8.3 GB/s, a kernel faulting them over at
-    // 7.9-11 GB/s (docs/gpu-results.md). libkarma.so plans with these on an H100 or H200: its moves are those.
-    {"h100-80g-um", "NVIDIA H100 80 GB, managed-memory migration rates measured on an H100 SXM", 80 * kGiB, 51e12,
-     3350e9, 20e9, 7e9, 20e-6, 9e9, 3e-6},
+    {.name = "v100-16g-pcie3",
+     .description = "NVIDIA V100 16 GB on PCIe 3.0 x16 (the paper's platform)",
+     .memory_bytes = 16 * kGiB,
+     .flops_per_s = 14e12,
+     .memory_bw = 900e9,
+     .copy = {12e9, 12e9},
+     .managed = {12e9, 12e9},
+     .pageable_bw = 6e9,
+     .fault_latency_s = 30e-6,
+     .fault_bw = 4e9,
+     .kernel_launch_s = 4e-6,
+     .host = kHostCosts},
+    {.name = "a100-40g-pcie4",
+     .description = "NVIDIA A100 40 GB on PCIe 4.0 x16",
+     .memory_bytes = 40 * kGiB,
+     .flops_per_s = 19.5e12,
+     .memory_bw = 1555e9,
+     .copy = {24e9, 24e9},
+     .managed = {24e9, 24e9},
+     .pageable_bw = 8e9,
+     .fault_latency_s = 25e-6,
+     .fault_bw = 8e9,
+     .kernel_launch_s = 4e-6,
+     .host = kHostCosts},
+    // The H100 SXM (80 GB HBM3) behind PCIe 5.0 x16. Managed memory as tests/gpu/um_costs.cu measured it on one
+    // (driver 580.159.04, CUDA 13.0, 2026-11-26): batched prefetches of 2 MiB blocks to the device at 20-22 GB/s,
+    // evictions to the host at 6.5-8.3 GB/s, a kernel faulting pages over at 7.9-11 GB/s. The copy engines at the
+    // link's usable rate until tests/gpu/move_costs.cu measures them.
+    {.name = "h100-80g",
+     .description = "NVIDIA H100 80 GB SXM on PCIe 5.0 x16 (managed memory as measured on one)",
+     .memory_bytes = 80 * kGiB,
+     .flops_per_s = 67e12,
+     .memory_bw = 3350e9,
+     .copy = {50e9, 50e9},
+     .managed = {20e9, 7e9},
+     .pageable_bw = 10e9,
+     .fault_latency_s = 20e-6,
+     .fault_bw = 9e9,
+     .kernel_launch_s = 3e-6,
+     .host = kHostCosts},
 };
+
+// Names of earlier versions of the table: the profile they now are, with the moves they planned.
+struct OlderName {
+  const char* name;
+  const char* profile;
+  MovePath moves;
+};
+constexpr OlderName kOlderNames[] = {{"h100-80g-um", "h100-80g", MovePath::kManaged},
+                                     {"h100-80g-pcie5", "h100-80g", MovePath::kCopy}};
 
 }  // namespace
 
@@ -44,6 +90,12 @@ std::string ProfileNames() {
 Result<HwProfile> FindProfile(std::string_view name) {
   for (const HwProfile& p : kProfiles) {
     if (name == p.name) return p;
+  }
+  for (const OlderName& o : kOlderNames) {
+    if (name != o.name) continue;
+    HwProfile p = *FindProfile(o.profile);
+    p.moves = o.moves;
+    return p;
   }
   return InvalidArgument("unknown GPU profile '" + std::string(name) + "'; known profiles: " + ProfileNames());
 }
@@ -84,8 +136,9 @@ Result<std::pair<double, double>> ParseLinkRates(std::string_view text) {
 
 HwProfile WithLink(const HwProfile& profile, double h2d_bw, double d2h_bw) {
   HwProfile p = profile;
-  if (h2d_bw > 0) p.h2d_bw = h2d_bw;
-  if (d2h_bw > 0) p.d2h_bw = d2h_bw;
+  LinkRates& link = p.moves == MovePath::kCopy ? p.copy : p.managed;
+  if (h2d_bw > 0) link.h2d_bw = h2d_bw;
+  if (d2h_bw > 0) link.d2h_bw = d2h_bw;
   return p;
 }
 
@@ -96,8 +149,8 @@ double RoundedRate(double bytes_per_s) {
 
 std::string ProfileLabel(const HwProfile& profile) {
   auto named = FindProfile(profile.name);
-  if (named.ok() && named->h2d_bw == profile.h2d_bw && named->d2h_bw == profile.d2h_bw) return profile.name;
-  return fmt::format("{} link {}/{} GB/s", profile.name, profile.h2d_bw / kGB, profile.d2h_bw / kGB);
+  if (named.ok() && named->h2d_bw() == profile.h2d_bw() && named->d2h_bw() == profile.d2h_bw()) return profile.name;
+  return fmt::format("{} link {}/{} GB/s", profile.name, profile.h2d_bw() / kGB, profile.d2h_bw() / kGB);
 }
 
 bool ProfileFromLabel(const HwProfile& base, const std::string& label, HwProfile* out) {

@@ -111,7 +111,7 @@ void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const
       if (CrossesEnd(m, id, blocks[static_cast<size_t>(o)])) continue;
       auto ops = ResolveRecompute(m, {id}, m.first_later_use[x], available);
       if (!ops.ok()) continue;
-      const double swap_s = static_cast<double>(in.it->buffers[x].bytes) / in.hw.h2d_bw;
+      const double swap_s = static_cast<double>(in.it->buffers[x].bytes) / in.hw.h2d_bw();
       if (SecondsOf(m, *ops) >= options.cheap_recompute_ratio * swap_s) continue;
       set_dropped(id, true);
       const uint32_t seg = segment_of[LastForwardWrite(m, id)];
@@ -221,7 +221,7 @@ BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, siz
     dropped.push_back(static_cast<trace::BufferId>(x));
     available[x] = false;
   }
-  f.swap_in_s = static_cast<double>(f.saved_bytes) / in.hw.h2d_bw;
+  f.swap_in_s = static_cast<double>(f.saved_bytes) / in.hw.h2d_bw();
   if (dropped.empty()) {
     f.recompute_s = 0;
   } else if (auto ops = ResolveRecompute(m, dropped, FirstNeed(m, dropped), available); ops.ok()) {
@@ -278,7 +278,7 @@ void SelectRecompute(const PlanningModel& m, std::vector<Block>& blocks, const R
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i].mode != BlockMode::kSwap) continue;
     const BlockFacts f = FactsOf(m, blocks, i);
-    const double swap_s = static_cast<double>(f.dropped_bytes) / m.in->hw.h2d_bw;
+    const double swap_s = static_cast<double>(f.dropped_bytes) / m.in->hw.h2d_bw();
     if (f.dropped_bytes > 0 && f.recompute_s >= 0 && f.recompute_s < options.ratio * swap_s) {
       blocks[i].mode = BlockMode::kRecompute;
     }

@@ -112,7 +112,7 @@ SimResult SimulateUnifiedMemory(const SimInput& in, const SimOptions& options) {
               return r;
             }
             const size_t victim = lru.begin()->second;  // the op's own pages are the most recent
-            evict_s += static_cast<double>(pages[victim].bytes) / in.hw.d2h_bw;
+            evict_s += static_cast<double>(pages[victim].bytes) / in.hw.managed.d2h_bw;
             if (measured) r.swap_out_bytes += pages[victim].bytes;
             release(victim);
           }

@@ -166,11 +166,11 @@ BlockingData MeasureBlocking(const policy::PlanningModel& m, std::vector<Candida
   for (size_t l = 0; l < n; ++l) {
     for (size_t j = 1; j <= nops; ++j) relief[l][j] += relief[l][j - 1];
     d.rebuild_s[l] = std::max(0.0, d.rebuild_s[l]);
-    d.out_s.push_back(out_bytes[l] / in.hw.d2h_bw);
-    d.in_s.push_back(out_bytes[l] / in.hw.h2d_bw);
+    d.out_s.push_back(out_bytes[l] / in.hw.d2h_bw());
+    d.in_s.push_back(out_bytes[l] / in.hw.h2d_bw());
     d.wait_s.push_back(d.need[l] == trace::kNone ? 0.0 : WaitBefore(m, d.need[l]));
   }
-  d.round_trip_s_per_byte = 1 / in.hw.d2h_bw + 1 / in.hw.h2d_bw;
+  d.round_trip_s_per_byte = 1 / in.hw.d2h_bw() + 1 / in.hw.h2d_bw();
 
   // Memory checkpoints: every op where the all-kept plan is above its limit, with the other evictable data there.
   const std::vector<policy::ComputeItem> seq = b_kept.Sequence();
@@ -420,10 +420,10 @@ RecomputeData MeasureRecompute(const policy::PlanningModel& m, const std::vector
     d.evicted.push_back(i);
     d.forward_after_s.push_back(after);
     d.recompute_s.push_back(f.dropped_bytes > 0 ? f.recompute_s : -1);
-    d.out_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.d2h_bw);
-    d.in_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.h2d_bw);
-    d.dropped_out_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.d2h_bw);
-    d.dropped_in_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.h2d_bw);
+    d.out_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.d2h_bw());
+    d.in_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.h2d_bw());
+    d.dropped_out_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.d2h_bw());
+    d.dropped_in_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.h2d_bw());
     d.need.push_back(need[i]);
     d.wait_s.push_back(need[i] == trace::kNone ? 0.0 : WaitBefore(m, need[i]));
   }

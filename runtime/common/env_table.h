@@ -33,9 +33,10 @@
   X(KARMA_BATCH_MOVES, kBool, "1", "",                                                                         \
     "Issue the prefetches and evictions that leave at one point as one batched managed-memory call; 0: one "      \
     "call per range (on an H100 the batched call blocked the calling thread for its transfer).")                \
-  X(KARMA_MOVE_THREADS, kBool, "0", "",                                                                        \
-    "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction) instead of "   \
-    "inside the application's launches, which then wait only where they need the data.")                       \
+  X(KARMA_MOVE_THREADS, kBool, "1", "",                                                                        \
+    "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction), so that the " \
+    "application's launches wait only where they need the data; 0: inside the application's launches (on an "    \
+    "H100 a batched call holds its caller for the transfer).")                                                  \
   X(KARMA_TORCH_ALLOCATOR, kEnum, "async", "async|keep",                                                        \
     "PyTorch's CUDA allocator when KARMA plans (KARMA_MODE auto, record, replay): async sets "                  \
     "PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF to backend:cudaMallocAsync at load unless either is "       \

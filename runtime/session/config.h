@@ -26,7 +26,7 @@ struct SessionConfig {
   uint64_t arena_segment_bytes = 256ull << 20;
   bool live_view = true;
   bool rerun_kernels = true;  // KARMA_RERUN_KERNELS: the run on copies in the recorded iteration
-  bool move_threads = false;  // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
+  bool move_threads = true;   // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
   bool batch_moves = true;    // KARMA_BATCH_MOVES: one batched call per point for prefetches and evictions
   bool torch_async = true;    // KARMA_TORCH_ALLOCATOR=async: PyTorch allocates each tensor with cudaMallocAsync
   LogLevel log_level = LogLevel::kWarn;

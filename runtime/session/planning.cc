@@ -24,13 +24,13 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name) {
     const char* profile;
   } kByName[] = {{"V100", "v100-16g-pcie3"},
                  {"A100", "a100-40g-pcie4"},
-                 // The H100's managed-memory rates (measured: a third to a seventh of the link's datasheet rate),
-                 // since the executor moves data by managed-memory prefetches.
-                 {"H100", "h100-80g-um"},
+                 // Its moves are managed memory's (the profile's default MovePath), at the rates measured on an
+                 // H100: a third to a seventh of the copy engines' rate.
+                 {"H100", "h100-80g"},
                  // An H200 is an H100 with more and faster memory behind the same PCIe 5.0 x16 host link: the
                  // link's figures, which are what the plan's transfers depend on, are the H100's. Not the GH200,
                  // whose host link is NVLink-C2C.
-                 {"H200", "h100-80g-um"}};
+                 {"H200", "h100-80g"}};
   for (const auto& m : kByName) {
     if (device_name.find(m.marker) == std::string::npos || device_name.find("GH200") != std::string::npos) continue;
     for (const policy::HwProfile& p : policy::AllProfiles()) {
@@ -50,7 +50,7 @@ bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw)
   auto departs = [](double measured, double planned) {
     return measured > 0 && planned > 0 && (measured < kLinkSlower * planned || measured > kLinkFaster * planned);
   };
-  return departs(h2d_bw, assumed.h2d_bw) || departs(d2h_bw, assumed.d2h_bw);
+  return departs(h2d_bw, assumed.h2d_bw()) || departs(d2h_bw, assumed.d2h_bw());
 }
 
 trace::Iteration PlanningIteration(const trace::Iteration& it) {

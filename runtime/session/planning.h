@@ -16,8 +16,8 @@
 namespace karma::rt {
 
 // The profile whose figures the planner uses for a device, chosen by its name ("V100", "A100", "H100", and
-// "H200" with the H100's figures: h100-80g-um, the managed-memory rates measured on an H100); the default
-// profile for any other device.
+// "H200" with the H100's figures: h100-80g, whose moves are managed memory at the rates measured on an H100); the
+// default profile for any other device.
 const policy::HwProfile& ProfileForDevice(const std::string& device_name);
 
 // Whether measured host-link rates (Executor::LinkRates; 0: not measured that way) depart from those `assumed`

@@ -1104,7 +1104,7 @@ void Session::ReadLinkRecordOnce(const std::string& device) {
   recorded_went_back_ = std::move(r->went_back);
   KARMA_LOG(kInfo, "planning with the host link an earlier run measured on this device: {:.3g} GB/s to the device, "
             "{:.3g} GB/s to the host ({}; the profile says {:.3g} and {:.3g})", r->h2d_bw / 1e9, r->d2h_bw / 1e9,
-            path, profile.h2d_bw / 1e9, profile.d2h_bw / 1e9);
+            path, profile.h2d_bw() / 1e9, profile.d2h_bw() / 1e9);
 }
 
 policy::HwProfile Session::SettleRecordedLink(const RecordedIteration& rec, const policy::HwProfile& profile,
@@ -1391,7 +1391,7 @@ void Session::OnLinkMeasured() {
   replan = replan && !settled;
   KARMA_LOG(kInfo, "the plan's moves ran at {} to the device and {} to the host over {} iterations; the plan assumed "
             "{:.3g} and {:.3g} GB/s ({}){}", rate(l.h2d_bw, l.h2d_bytes), rate(l.d2h_bw, l.d2h_bytes), l.iterations,
-            assumed.h2d_bw / 1e9, assumed.d2h_bw / 1e9, policy::ProfileLabel(assumed),
+            assumed.h2d_bw() / 1e9, assumed.d2h_bw() / 1e9, policy::ProfileLabel(assumed),
             replan    ? ": planning again with the measured rates"
             : settled ? ": an earlier run's plan for these rates replayed slower than the plan running, which stays"
                       : "");

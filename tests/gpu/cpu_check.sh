@@ -46,11 +46,11 @@ for config, summary in (("plain", None), ("karma", "karma: mode auto, 3 iteratio
                         "recorded"), ("karma-async", "karma: mode auto, 9 iterations (10 ops each), peak 1 MiB; "
                         "prefetched 1 MiB, evicted 1 MiB; plan p.json; trace t.ktrace\n"
                         "karma: the plan's moves ran at 19.5 GB/s (1 GiB) to the device and 6.8 GB/s (1 GiB) to the "
-                        "host over 2 iterations; the plan assumed 20 and 7 GB/s (h100-80g-um)\n"
+                        "host over 2 iterations; the plan assumed 20 and 7 GB/s (h100-80g)\n"
                         "karma: planning with the host link an earlier run measured on this device: 12 GB/s to the "
                         "device, 4 GB/s to the host (traces/link-NVIDIA_H100_80GB_HBM3.json; the profile says 20 "
                         "and 7)\n"
-                        "karma: planned on h100-80g-um for 1.91 GiB: 9.00 ms simulated, 5.00 ms in core (fits in "
+                        "karma: planned on h100-80g for 1.91 GiB: 9.00 ms simulated, 5.00 ms in core (fits in "
                         "core; 1.27 GiB at the in-core peak, 3.02 GiB held at once while it was recorded); plan p.json\n"
                         "karma: replaying the plan from iteration 5: 0 prefetches, 0 evictions of 0 B")):
     r = run([1.0, 0.5])
@@ -70,7 +70,7 @@ grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | ok |.*| replayed
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q "prefetched 1 MiB.* -- the plan's moves ran at 19.5 GB/s" "$tmp/fake/t.md" ||
   fail "the measured link must be kept beside the summary: $(cat "$tmp/fake/t.md")"
-grep -q "the plan assumed 20 and 7 GB/s (h100-80g-um) -- planning with the host link an earlier run measured" \
+grep -q "the plan assumed 20 and 7 GB/s (h100-80g) -- planning with the host link an earlier run measured" \
   "$tmp/fake/t.md" || fail "the link an earlier run recorded must be kept beside the summary: $(cat "$tmp/fake/t.md")"
 grep -q "1.27 GiB at the in-core peak, 3.02 GiB held at once while it was recorded); plan p.json -- replaying the plan from iteration 5: 0 prefetches" \
   "$tmp/fake/t.md" || fail "the plan's lines must be kept beside the summary: $(cat "$tmp/fake/t.md")"

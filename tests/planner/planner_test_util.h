@@ -17,7 +17,17 @@ namespace karma::testing {
 // 1 FLOP takes 1 ns, 1 byte crosses either link in 1 ns, and memory traffic is free: an op with `flops` = n
 // runs n ns, and a buffer of n bytes copies in n ns. Schedules can be computed by hand.
 inline policy::HwProfile NanosecondProfile() {
-  return {"test-ns", "1 FLOP/ns, 1 B/ns links", 1ull << 40, 1e9, 1e18, 1e9, 1e9, 1e-6, 1e8, 0};
+  return {.name = "test-ns",
+          .description = "1 FLOP/ns, 1 B/ns links",
+          .memory_bytes = 1ull << 40,
+          .flops_per_s = 1e9,
+          .memory_bw = 1e18,
+          .copy = {1e9, 1e9},
+          .managed = {1e9, 1e9},
+          .pageable_bw = 1e9,
+          .fault_latency_s = 1e-6,
+          .fault_bw = 1e8,
+          .kernel_launch_s = 0};
 }
 
 inline trace::OpId AddTimedOp(trace::Iteration& it, trace::Phase phase, std::vector<trace::BufferId> reads,

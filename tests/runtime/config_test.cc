@@ -31,7 +31,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_TRUE(c.live_view);
   EXPECT_TRUE(c.rerun_kernels);
   EXPECT_TRUE(c.batch_moves);
-  EXPECT_FALSE(c.move_threads);
+  EXPECT_TRUE(c.move_threads);
   EXPECT_TRUE(c.ilp);
   EXPECT_TRUE(c.torch_async);
   EXPECT_TRUE(c.problems.empty());
@@ -42,7 +42,7 @@ TEST(ConfigTest, ValuesAreTaken) {
                                 {"KARMA_ITERATION_MARKER", "step"}, {"KARMA_WARMUP_ITERATIONS", "3"},
                                 {"KARMA_ARENA_SEGMENT", "64MiB"}, {"KARMA_LIVE", "0"}, {"KARMA_LOG", "debug"},
                                 {"KARMA_SOLVER", "heuristic"}, {"KARMA_RERUN_KERNELS", "0"},
-                                {"KARMA_BATCH_MOVES", "0"}, {"KARMA_MOVE_THREADS", "1"}});
+                                {"KARMA_BATCH_MOVES", "0"}, {"KARMA_MOVE_THREADS", "0"}});
   EXPECT_EQ(c.mode, Mode::kRecord);
   EXPECT_EQ(c.capacity.bytes, 3ull << 30);
   EXPECT_EQ(c.trace_dir, "/tmp/t");
@@ -50,7 +50,7 @@ TEST(ConfigTest, ValuesAreTaken) {
   EXPECT_EQ(c.warmup_iterations, 3u);
   EXPECT_FALSE(c.rerun_kernels);
   EXPECT_FALSE(c.batch_moves);
-  EXPECT_TRUE(c.move_threads);
+  EXPECT_FALSE(c.move_threads);
   EXPECT_EQ(c.arena_segment_bytes, 64ull << 20);
   EXPECT_FALSE(c.live_view);
   EXPECT_EQ(c.log_level, LogLevel::kDebug);

@@ -175,8 +175,11 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesAndHoldsLateFreedBuffersUntilTh
 TEST(ProfileForDevice, ChoosesTheProfileByTheDevicesName) {
   EXPECT_STREQ(ProfileForDevice("Tesla V100-SXM2-16GB").name, "v100-16g-pcie3");
   EXPECT_STREQ(ProfileForDevice("NVIDIA A100-SXM4-40GB").name, "a100-40g-pcie4");
-  EXPECT_STREQ(ProfileForDevice("NVIDIA H100 80GB HBM3").name, "h100-80g-um");  // managed memory's rates
-  EXPECT_STREQ(ProfileForDevice("NVIDIA H200").name, "h100-80g-um");  // the same host link
+  const policy::HwProfile& h100 = ProfileForDevice("NVIDIA H100 80GB HBM3");
+  EXPECT_STREQ(h100.name, "h100-80g");
+  EXPECT_EQ(h100.moves, policy::MovePath::kManaged);  // the executor's moves: managed memory's measured rates
+  EXPECT_DOUBLE_EQ(h100.h2d_bw(), h100.managed.h2d_bw);
+  EXPECT_STREQ(ProfileForDevice("NVIDIA H200").name, "h100-80g");  // the same host link
   EXPECT_STREQ(ProfileForDevice("NVIDIA GH200 480GB").name, policy::DefaultProfile().name);  // NVLink-C2C
   EXPECT_STREQ(ProfileForDevice("simcuda").name, policy::DefaultProfile().name);
 }
@@ -205,9 +208,9 @@ TEST(PlanKey, NamesMeasuredLinkRates) {
   EXPECT_EQ(PlanKey(rec.it, back, 1 << 20, {}), PlanKey(rec.it, slow, 1 << 20, {}));
 
   EXPECT_FALSE(LinkDeparts(hw, 0, 0));
-  EXPECT_FALSE(LinkDeparts(hw, 0.85 * hw.h2d_bw, 1.2 * hw.d2h_bw));
-  EXPECT_TRUE(LinkDeparts(hw, 0.75 * hw.h2d_bw, 0));
-  EXPECT_TRUE(LinkDeparts(hw, 0, 1.3 * hw.d2h_bw));
+  EXPECT_FALSE(LinkDeparts(hw, 0.85 * hw.h2d_bw(), 1.2 * hw.d2h_bw()));
+  EXPECT_TRUE(LinkDeparts(hw, 0.75 * hw.h2d_bw(), 0));
+  EXPECT_TRUE(LinkDeparts(hw, 0, 1.3 * hw.d2h_bw()));
   EXPECT_FALSE(LinkDeparts(slow, 6.2e9, 0));
 }
 

@@ -11,22 +11,45 @@ TEST(HwProfile, PaperPlatformIsTheDefault) {
   const HwProfile& v100 = DefaultProfile();
   EXPECT_STREQ(v100.name, "v100-16g-pcie3");
   EXPECT_EQ(v100.memory_bytes, 16ull << 30);
-  EXPECT_DOUBLE_EQ(v100.h2d_bw, 12e9);
+  EXPECT_DOUBLE_EQ(v100.h2d_bw(), 12e9);
   EXPECT_DOUBLE_EQ(v100.flops_per_s, 14e12);
   EXPECT_DOUBLE_EQ(v100.memory_bw, 900e9);
   auto a100 = FindProfile("a100-40g-pcie4");
   ASSERT_TRUE(a100.ok());
-  EXPECT_DOUBLE_EQ(a100->h2d_bw, 24e9);
-  auto h100 = FindProfile("h100-80g-pcie5");
+  EXPECT_DOUBLE_EQ(a100->h2d_bw(), 24e9);
+  for (const HwProfile& p : AllProfiles()) {
+    EXPECT_LT(p.fault_bw, p.h2d_bw()) << p.name;
+    EXPECT_EQ(p.moves, MovePath::kManaged) << p.name;  // libkarma.so moves memory as managed memory
+    EXPECT_GT(p.host.launch_s, 0) << p.name;
+  }
+}
+
+// The H100 carries both of its links: the copy engines, and managed memory as measured (slower both ways, slowest
+// to the host). Plans move over managed memory unless the profile says the copy engines.
+TEST(HwProfile, TheH100CarriesBothLinks) {
+  auto h100 = FindProfile("h100-80g");
   ASSERT_TRUE(h100.ok());
   EXPECT_EQ(h100->memory_bytes, 80ull << 30);
-  // Managed memory over the same link, as measured: slower both ways than the copy engines, slowest to the host.
+  EXPECT_DOUBLE_EQ(h100->copy.h2d_bw, 50e9);
+  EXPECT_DOUBLE_EQ(h100->managed.h2d_bw, 20e9);
+  EXPECT_DOUBLE_EQ(h100->managed.d2h_bw, 7e9);
+  EXPECT_LT(h100->managed.h2d_bw, h100->copy.h2d_bw);
+  EXPECT_LT(h100->managed.d2h_bw, h100->managed.h2d_bw);
+  EXPECT_DOUBLE_EQ(h100->h2d_bw(), h100->managed.h2d_bw);
+  // The names of earlier tables: the same GPU, with the moves each planned.
   auto um = FindProfile("h100-80g-um");
   ASSERT_TRUE(um.ok());
-  EXPECT_LT(um->h2d_bw, h100->h2d_bw);
-  EXPECT_LT(um->d2h_bw, um->h2d_bw);
-  EXPECT_DOUBLE_EQ(um->flops_per_s, h100->flops_per_s);
-  for (const HwProfile& p : AllProfiles()) EXPECT_LT(p.fault_bw, p.h2d_bw) << p.name;
+  EXPECT_STREQ(um->name, "h100-80g");
+  EXPECT_EQ(ProfileLabel(*um), "h100-80g");
+  auto pcie5 = FindProfile("h100-80g-pcie5");
+  ASSERT_TRUE(pcie5.ok());
+  EXPECT_EQ(pcie5->moves, MovePath::kCopy);
+  EXPECT_DOUBLE_EQ(pcie5->h2d_bw(), 50e9);
+  EXPECT_EQ(ProfileLabel(*pcie5), "h100-80g link 50/50 GB/s");
+  // Measured rates replace the rates of the link the moves use, and only those.
+  const HwProfile slow = WithLink(*pcie5, 30e9, 0);
+  EXPECT_DOUBLE_EQ(slow.copy.h2d_bw, 30e9);
+  EXPECT_DOUBLE_EQ(slow.managed.h2d_bw, 20e9);
 }
 
 TEST(HwProfile, UnknownNameListsTheKnownOnes) {
@@ -58,11 +81,11 @@ TEST(HwProfile, OtherLinkRatesAreNamedInTheLabel) {
   const HwProfile& hw = DefaultProfile();  // 12 GB/s each way
   for (const HwProfile& p : AllProfiles()) EXPECT_EQ(ProfileLabel(p), p.name);
   EXPECT_EQ(ProfileLabel(WithLink(hw, 0, 0)), hw.name);
-  EXPECT_EQ(ProfileLabel(WithLink(hw, hw.h2d_bw, hw.d2h_bw)), hw.name);
+  EXPECT_EQ(ProfileLabel(WithLink(hw, hw.h2d_bw(), hw.d2h_bw())), hw.name);
   const HwProfile slow = WithLink(hw, 6e9, 0);  // only to the device
   EXPECT_STREQ(slow.name, hw.name);
-  EXPECT_DOUBLE_EQ(slow.h2d_bw, 6e9);
-  EXPECT_DOUBLE_EQ(slow.d2h_bw, hw.d2h_bw);
+  EXPECT_DOUBLE_EQ(slow.h2d_bw(), 6e9);
+  EXPECT_DOUBLE_EQ(slow.d2h_bw(), hw.d2h_bw());
   EXPECT_EQ(ProfileLabel(slow), "v100-16g-pcie3 link 6/12 GB/s");
   const HwProfile odd = WithLink(hw, 0.55e9, 123.4e9);
   EXPECT_EQ(ProfileLabel(odd), "v100-16g-pcie3 link 0.55/123.4 GB/s");
@@ -74,8 +97,8 @@ TEST(HwProfile, OtherLinkRatesAreNamedInTheLabel) {
   HwProfile back;
   for (const HwProfile& p : {slow, odd}) {
     ASSERT_TRUE(ProfileFromLabel(hw, ProfileLabel(p), &back)) << ProfileLabel(p);
-    EXPECT_DOUBLE_EQ(back.h2d_bw, p.h2d_bw);
-    EXPECT_DOUBLE_EQ(back.d2h_bw, p.d2h_bw);
+    EXPECT_DOUBLE_EQ(back.h2d_bw(), p.h2d_bw());
+    EXPECT_DOUBLE_EQ(back.d2h_bw(), p.d2h_bw());
   }
   for (const std::string& bad : {std::string(hw.name), std::string("a100-40g-pcie4 link 6/12 GB/s"),
                                  std::string(hw.name) + " link 6 GB/s", std::string(hw.name) + " link 6/x GB/s",
@@ -95,7 +118,7 @@ TEST(Cost, RooflineOrMeasured) {
   EXPECT_DOUBLE_EQ(OpSeconds(op, hw), 2e-3);
   op.duration_ns = 123'000;
   EXPECT_DOUBLE_EQ(OpSeconds(op, hw), 123e-6);
-  EXPECT_DOUBLE_EQ(CopySeconds(12'000'000'000ull, hw.h2d_bw), 1.0);
+  EXPECT_DOUBLE_EQ(CopySeconds(12'000'000'000ull, hw.h2d_bw()), 1.0);
 }
 
 }  // namespace

@@ -86,6 +86,11 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+    {cudaErrorLaunchTimeout, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+     "part or all of the requested memory range is already mapped"},
+    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
+     "pointer does not correspond to a registered memory region"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
@@ -206,8 +211,7 @@ cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   SIMCUDA_DEVICE(d);
   if (free == nullptr || total == nullptr) return Ret(cudaErrorInvalidValue);
-  d->MemGetInfo(free, total);
-  return cudaSuccess;
+  return Ret(d->MemGetInfo(free, total));
 }
 
 // ---- errors -------------------------------------------------------------------------------------------------
@@ -256,6 +260,17 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int) {
   SIMCUDA_DEVICE(d);
   return Ret(d->MallocHost(pHost, size));
+}
+
+// Registration flags (portable, mapped, I/O memory, read-only) do not change the model: the range is pinned.
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->HostRegister(ptr, size));
+}
+
+cudaError_t cudaHostUnregister(void* ptr) {
+  SIMCUDA_DEVICE(d);
+  return Ret(d->HostUnregister(ptr));
 }
 
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/driver_internal.h"
 #include "api/process.h"
 
 // The unversioned legacy entry point is exported too; cuda.h renames cuGetProcAddress to its _v2.
@@ -26,31 +27,9 @@ namespace {
 
 CUctx_st g_primary_context{0};
 
-CUresult ToCu(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return CUDA_SUCCESS;
-    case cudaErrorInvalidValue:
-    case cudaErrorInvalidConfiguration:
-    case cudaErrorInvalidMemcpyDirection: return CUDA_ERROR_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
-    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
-    case cudaErrorInvalidResourceHandle:
-    case cudaErrorInvalidDeviceFunction: return CUDA_ERROR_INVALID_HANDLE;
-    case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
-    case cudaErrorNoDevice: return CUDA_ERROR_NO_DEVICE;
-    case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
-    default: return CUDA_ERROR_UNKNOWN;
-  }
-}
-
-#define SIMCUDA_DEVICE(d)              \
-  simcuda::Device* d = simcuda::Global(); \
-  if (d == nullptr) return CUDA_ERROR_NO_DEVICE
-
-void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
-
-// The stream a _ptsz entry point's work goes to: a null stream is the calling thread's.
-CUstream PerThread(CUstream s) { return s == nullptr ? CU_STREAM_PER_THREAD : s; }
+using simcuda::PerThread;
+using simcuda::Ptr;
+using simcuda::ToCu;
 
 CUresult Fill(CUdeviceptr dst, uint32_t value, size_t element_bytes, size_t count, CUstream stream, bool blocking) {
   SIMCUDA_DEVICE(d);
@@ -112,6 +91,12 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -154,13 +139,20 @@ constexpr Versioned kVersioned[] = {
     {"cuEventElapsedTime", 12080, "cuEventElapsedTime_v2"},
     {"cuGetProcAddress", 12000, "cuGetProcAddress_v2"},
     {"cuMemPrefetchAsync", 12020, "cuMemPrefetchAsync_v2"},
+    {"cuMemAllocHost", 3020, "cuMemAllocHost_v2"},
+    {"cuMemHostRegister", 6050, "cuMemHostRegister_v2"},
+    {"cuStreamWaitValue32", 11070, "cuStreamWaitValue32_v2"},
+    {"cuStreamWaitValue64", 11070, "cuStreamWaitValue64_v2"},
+    {"cuStreamWriteValue32", 11070, "cuStreamWriteValue32_v2"},
+    {"cuStreamWriteValue64", 11070, "cuStreamWriteValue64_v2"},
+    {"cuStreamBatchMemOp", 11070, "cuStreamBatchMemOp_v2"},
 };
 
 // This library itself: lookups must find its own functions, never an interposed or unrelated symbol.
 void* Self(Dl_info* info) {
   static Dl_info self{};
   static void* handle = [] {
-    dladdr(reinterpret_cast<void*>(&ToCu), &self);
+    dladdr(reinterpret_cast<void*>(&g_primary_context), &self);
     return self.dli_fname != nullptr ? dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD) : nullptr;
   }();
   *info = self;
@@ -334,8 +326,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   SIMCUDA_DEVICE(d);
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  d->MemGetInfo(free, total);
-  return CUDA_SUCCESS;
+  return ToCu(d->MemGetInfo(free, total));
 }
 
 // ---- copies and memsets: the synchronous ones on the default stream (the legacy one, or the calling thread's

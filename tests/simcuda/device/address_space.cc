@@ -36,7 +36,7 @@ AddressSpace::~AddressSpace() {
   if (base_ != 0) munmap(reinterpret_cast<void*>(base_), size_);
 }
 
-uintptr_t AddressSpace::Allocate(uint64_t bytes, uint64_t align) {
+uintptr_t AddressSpace::Allocate(uint64_t bytes, uint64_t align, bool accessible) {
   const uint64_t len = RoundUp(bytes == 0 ? 1 : bytes, HostPage());
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     const uintptr_t start = RoundUp(it->first, align);
@@ -46,7 +46,7 @@ uintptr_t AddressSpace::Allocate(uint64_t bytes, uint64_t align) {
     free_.erase(it);
     if (start > hole) free_[hole] = start - hole;
     if (end > start + len) free_[start + len] = end - (start + len);
-    if (mprotect(reinterpret_cast<void*>(start), len, PROT_READ | PROT_WRITE) != 0) {
+    if (accessible && mprotect(reinterpret_cast<void*>(start), len, PROT_READ | PROT_WRITE) != 0) {
       Release(start, bytes);
       return 0;
     }

@@ -19,8 +19,9 @@ class AddressSpace {
 
   bool ok() const { return base_ != 0; }
   // First fit of `bytes` (rounded up to whole host pages) at a multiple of `align` (a power of two); 0 when the
-  // reservation is exhausted. The returned pages read as zero.
-  uintptr_t Allocate(uint64_t bytes, uint64_t align);
+  // reservation is exhausted. The returned pages read as zero; `accessible` false leaves them inaccessible (a
+  // virtual memory reservation, which mappings make accessible).
+  uintptr_t Allocate(uint64_t bytes, uint64_t align, bool accessible = true);
   // Gives back a range returned by Allocate with the same `bytes`.
   void Release(uintptr_t addr, uint64_t bytes);
   bool Contains(uintptr_t addr) const { return addr >= base_ && addr < base_ + size_; }

@@ -12,7 +12,7 @@ using karma::policy::HwProfile;
 const DeviceIdentity& IdentityOf(const HwProfile& profile) {
   static const DeviceIdentity kV100{"Tesla V100-PCIE-16GB (simcuda)", 7, 0, 80, 6 << 20};
   static const DeviceIdentity kA100{"NVIDIA A100-PCIE-40GB (simcuda)", 8, 0, 108, 40 << 20};
-  static const DeviceIdentity kH100{"NVIDIA H100 PCIe (simcuda)", 9, 0, 114, 50 << 20};
+  static const DeviceIdentity kH100{"NVIDIA H100 80GB HBM3 (simcuda)", 9, 0, 132, 50 << 20};
   static const DeviceIdentity kOther{"simcuda device", 8, 0, 100, 40 << 20};
   if (std::strncmp(profile.name, "v100", 4) == 0) return kV100;
   if (std::strncmp(profile.name, "a100", 4) == 0) return kA100;
@@ -56,8 +56,7 @@ Config ConfigFromEnvironment(EnvGetter get, std::vector<std::string>* problems) 
   if (const char* link = get("SIMCUDA_LINK"); link != nullptr && *link != '\0') {
     auto rates = karma::policy::ParseLinkRates(link);
     if (rates.ok()) {
-      c.profile.h2d_bw = rates->first;
-      c.profile.d2h_bw = rates->second;
+      c.profile.copy = c.profile.managed = {rates->first, rates->second};
       c.link_overridden = true;
     } else {
       problems->push_back("SIMCUDA_LINK: " + rates.status().message() + "; using the profile's");

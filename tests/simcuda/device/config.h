@@ -28,8 +28,8 @@ struct Config {
   // hold it (cudaMemGetInfo counts it); less than capacity_bytes.
   uint64_t context_bytes = 0;
   // SIMCUDA_LINK: the host link's rates in GB/s ("H2D/D2H", or one figure for both) in place of the profile's,
-  // for prefetches, evictions and copies; the device keeps the profile's name, so a program plans with the
-  // profile's figures (managed memory moves at a fraction of the datasheet rate on real GPUs).
+  // for the copy engines and managed memory alike; the device keeps the profile's name, so a program plans with
+  // the profile's figures (a link slower than its profile says).
   bool link_overridden = false;
   std::string stats_path;  // SIMCUDA_STATS: JSON statistics written at exit; empty: none
   LogLevel log = LogLevel::kWarn;

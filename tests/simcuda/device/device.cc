@@ -1,12 +1,16 @@
-// The device model: allocation and capacity, paging of managed memory, and the virtual time of every operation.
+// The device model: allocation and capacity, streams, events, the host clocks, and statistics.
 #include "device/device.h"
 
+#include <cuda.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "device/device_internal.h"
 
 namespace simcuda {
 namespace {
@@ -23,21 +27,53 @@ uint64_t ReservationFor(uint64_t capacity) {
 
 bool Blocking(const CUstream_st* s) { return (s->flags & cudaStreamNonBlocking) == 0; }
 
+// The devices alive, so that a thread's exit reaches only those: a test's device may be gone by then.
+std::mutex g_live_mu;
+std::set<Device*>& Live() {
+  static auto* live = new std::set<Device*>;
+  return *live;
+}
+
+// Tells the devices a thread used that it has exited, so that its clock holds nobody's earliest time back.
+struct ThreadExit {
+  std::set<Device*> used;
+  ~ThreadExit() {
+    std::lock_guard lock(g_live_mu);
+    for (Device* d : used) {
+      if (Live().count(d) != 0) d->ThreadExited(std::this_thread::get_id());
+    }
+  }
+};
+thread_local ThreadExit t_exit;
+
+// How long a thread enqueueing behind a stream's value wait waits for another thread to make it true before the
+// program is taken for hung (a GPU would wait forever).
+constexpr auto kValueWaitLimit = std::chrono::seconds(60);
+
 }  // namespace
 
 Device::Device(Config config) : config_(std::move(config)), space_(ReservationFor(config_.capacity_bytes)) {
+  {
+    std::lock_guard lock(g_live_mu);
+    Live().insert(this);
+  }
   legacy_.legacy = true;
   nonmanaged_bytes_ = config_.context_bytes;  // the context's memory: in use from the start, never freed
   NoteUsage();
   if (config_.log >= LogLevel::kInfo) {
     fmt::print(stderr, "simcuda: {} with {} bytes of device memory{}\n", config_.profile.name, config_.capacity_bytes,
                config_.link_overridden ? fmt::format(", host link {:.3g} GB/s to the device, {:.3g} GB/s to the host",
-                                                     config_.profile.h2d_bw / 1e9, config_.profile.d2h_bw / 1e9)
+                                                     config_.profile.copy.h2d_bw / 1e9,
+                                                     config_.profile.copy.d2h_bw / 1e9)
                                        : "");
   }
 }
 
 Device::~Device() {
+  {
+    std::lock_guard lock(g_live_mu);
+    Live().erase(this);
+  }
   for (auto& [base, a] : allocs_) {
     if (a->kind == MemKind::kPinnedHost) munmap(reinterpret_cast<void*>(a->base), a->span);
   }
@@ -119,7 +155,18 @@ cudaError_t Device::Attribute(int* value, cudaDeviceAttr attr) const {
     case cudaDevAttrStreamPrioritiesSupported: *value = 1; break;
     case cudaDevAttrCooperativeLaunch: *value = 1; break;
     case cudaDevAttrHostNumaId: *value = -1; break;
+    case cudaDevAttrHostRegisterSupported: *value = 1; break;
     default:
+      // The driver's attributes of what simcuda implements (the enumerations share their values).
+      switch (static_cast<int>(attr)) {
+        case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+        case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
+          *value = 1;
+          return cudaSuccess;
+        default: break;
+      }
       // Every other attribute of the enumeration reads as 0 (unsupported feature); beyond it is an error.
       if (attr <= 0 || attr >= cudaDevAttrMax) return cudaErrorInvalidValue;
       *value = 0;
@@ -131,12 +178,13 @@ cudaError_t Device::Attribute(int* value, cudaDeviceAttr attr) const {
 // Streams and the clock
 
 CUstream_st* Device::ResolveStream(cudaStream_t stream) {
+  t_exit.used.insert(this);
   if (stream == nullptr || stream == cudaStreamLegacy) return &legacy_;
   if (stream == cudaStreamPerThread) {
     auto& s = per_thread_[std::this_thread::get_id()];
     if (!s) {
       s = std::make_unique<CUstream_st>();
-      s->tail = host_time_;
+      s->tail = clocks_.Now();
       s->id = next_stream_id_++;
     }
     return s.get();
@@ -145,12 +193,21 @@ CUstream_st* Device::ResolveStream(cudaStream_t stream) {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
+cudaError_t Device::Begin(cudaStream_t stream, std::unique_lock<std::mutex>* lock, CUstream_st** s) {
+  SIMCUDA_RETURN_IF_ERROR(Await(stream));
+  *lock = std::unique_lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  *s = ResolveStream(stream);
+  return *s == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+
 bool Device::IsEvent(cudaEvent_t event) const { return event != nullptr && events_.count(event) != 0; }
 
 // The earliest a new operation on `s` may start: after the host enqueued it, after the stream's previous work,
 // and across the legacy default stream's implicit synchronization with blocking streams.
-double Device::Ready(const CUstream_st* s) const {
-  double t = std::max(host_time_, s->tail);
+double Device::Ready(const CUstream_st* s) {
+  t_exit.used.insert(this);
+  double t = std::max(clocks_.Now(), s->tail);
   if (s->legacy) {
     for (const auto& [h, st] : streams_) {
       if (Blocking(st.get())) t = std::max(t, st->tail);
@@ -162,34 +219,130 @@ double Device::Ready(const CUstream_st* s) const {
   return t;
 }
 
+void Device::Spend(double seconds) {
+  t_exit.used.insert(this);
+  clocks_.Spend(seconds);
+}
+
 void Device::AdvanceHost(double t) {
-  if (t <= host_time_) return;
-  host_time_ = t;
-  compute_.Forget(t);
-  h2d_.Forget(t);
-  d2h_.Forget(t);
+  t_exit.used.insert(this);
+  if (t <= clocks_.Now()) return;
+  clocks_.WaitUntil(t);
+  // No thread can enqueue work ready before the earliest clock: the engines may forget what ends before it.
+  const double horizon = clocks_.Earliest();
+  compute_.Forget(horizon);
+  h2d_.Forget(horizon);
+  d2h_.Forget(horizon);
 }
 
-double Device::HostTime() {
-  std::lock_guard lock(mu_);
-  return host_time_;
-}
-
-double Device::Now() {
-  std::lock_guard lock(mu_);
-  double t = std::max({host_time_, legacy_.tail, compute_.last_end(), h2d_.last_end(), d2h_.last_end()});
+double Device::DeviceDone() const {
+  double t = std::max({legacy_.tail, compute_.last_end(), h2d_.last_end(), d2h_.last_end()});
   for (const auto& [h, s] : streams_) t = std::max(t, s->tail);
   for (const auto& [tid, s] : per_thread_) t = std::max(t, s->tail);
   return t;
 }
 
+double Device::HostTime() {
+  std::lock_guard lock(mu_);
+  t_exit.used.insert(this);
+  return clocks_.Now();
+}
+
+double Device::Now() {
+  std::lock_guard lock(mu_);
+  return std::max(clocks_.Latest(), DeviceDone());
+}
+
+void Device::ThreadExited(std::thread::id id) {
+  std::lock_guard lock(mu_);
+  clocks_.ThreadExited(id);
+}
+
+cudaError_t Device::Lose(cudaError_t error, const std::string& why) {
+  if (lost_ == cudaSuccess) {
+    lost_ = error;
+    fmt::print(stderr, "simcuda: the context is lost ({}): every later call fails\n", why);
+  }
+  return lost_;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Stream value waits
+
+bool Device::Holds(const CUstream_st::ValueWait& w) const {
+  uint64_t v = 0;
+  if (w.wide) {
+    v = __atomic_load_n(reinterpret_cast<const uint64_t*>(w.addr), __ATOMIC_ACQUIRE);
+  } else {
+    v = __atomic_load_n(reinterpret_cast<const uint32_t*>(w.addr), __ATOMIC_ACQUIRE);
+  }
+  const uint64_t mask = w.wide ? ~0ull : 0xffffffffull;
+  switch (w.condition) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+      return w.wide ? static_cast<int64_t>(v - w.value) >= 0
+                    : static_cast<int32_t>(static_cast<uint32_t>(v - w.value)) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ: return v == (w.value & mask);
+    case CU_STREAM_WAIT_VALUE_AND: return (v & w.value & mask) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR: return (~(v | w.value) & mask) != 0;
+    default: return true;
+  }
+}
+
+cudaError_t Device::Await(cudaStream_t stream) { return AwaitStreams(stream, false); }
+
+cudaError_t Device::AwaitAll() { return AwaitStreams(nullptr, true); }
+
+cudaError_t Device::AwaitStreams(cudaStream_t stream, bool all) {
+  if (waits_pending_.load() == 0) return cudaSuccess;
+  std::unique_lock lock(mu_);
+  if (lost_ != cudaSuccess) return lost_;
+  const CUstream_st* target = all ? nullptr : ResolveStream(stream);
+  if (!all && target == nullptr) return cudaSuccess;  // an unknown stream: the operation itself says so
+  // What an operation on `target` follows: its stream, and across the legacy default stream's implicit
+  // synchronization, the legacy stream for a blocking stream and every blocking stream for the legacy one.
+  std::vector<CUstream_st*> waiting;
+  auto consider = [&](CUstream_st* s) {
+    if (!s->waiting) return;
+    if (all || s == target || (target->legacy && Blocking(s)) || (s->legacy && Blocking(target))) {
+      waiting.push_back(s);
+    }
+  };
+  consider(&legacy_);
+  for (auto& [h, s] : streams_) consider(s.get());
+  for (auto& [tid, s] : per_thread_) consider(s.get());
+  for (CUstream_st* s : waiting) {
+    const auto deadline = std::chrono::steady_clock::now() + kValueWaitLimit;
+    // Host stores are not seen as they happen: look again every millisecond, and at each stream write.
+    while (!Holds(s->wait)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Lose(cudaErrorLaunchTimeout,
+                    fmt::format("a stream waits on {:#x} for {} s of real time: nothing makes its value true",
+                                s->wait.addr, std::chrono::seconds(kValueWaitLimit).count()));
+      }
+      value_written_.wait_for(lock, std::chrono::milliseconds(1));
+      if (lost_ != cudaSuccess) return lost_;
+      if (!s->waiting) break;  // settled by another thread meanwhile
+    }
+    if (!s->waiting) continue;
+    // When the value was written: a stream write's own time, else the latest any thread has reached.
+    auto w = written_at_.find(s->wait.addr);
+    s->tail = std::max(s->tail, w != written_at_.end() ? w->second : clocks_.Latest());
+    s->waiting = false;
+    --waits_pending_;
+    Trace("waited", fmt::format("{:#x}", s->wait.addr), s->tail, s->tail);
+  }
+  return cudaSuccess;
+}
+
 cudaError_t Device::StreamCreate(cudaStream_t* stream, unsigned flags, int priority) {
   if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return cudaErrorInvalidValue;
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
   auto s = std::make_unique<CUstream_st>();
   s->flags = flags;
   s->priority = std::clamp(priority, -5, 0);
-  s->tail = host_time_;
+  s->tail = clocks_.Now();
   s->id = next_stream_id_++;
   *stream = s.get();
   streams_[s.get()] = std::move(s);
@@ -198,30 +351,39 @@ cudaError_t Device::StreamCreate(cudaStream_t* stream, unsigned flags, int prior
 
 cudaError_t Device::StreamDestroy(cudaStream_t stream) {
   std::lock_guard lock(mu_);
-  return streams_.erase(stream) != 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return cudaErrorInvalidResourceHandle;
+  if (it->second->waiting) --waits_pending_;  // what follows the wait can no longer be enqueued
+  streams_.erase(it);
+  return cudaSuccess;
 }
 
 cudaError_t Device::StreamSynchronize(cudaStream_t stream) {
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  std::unique_lock<std::mutex> lock;
+  CUstream_st* s = nullptr;
+  SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   AdvanceHost(s->tail);
   return cudaSuccess;
 }
 
 cudaError_t Device::StreamQuery(cudaStream_t stream) {
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   CUstream_st* s = ResolveStream(stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  if (s->tail <= host_time_) return cudaSuccess;
-  AdvanceHost(host_time_ + kPollSeconds);
+  if (!s->waiting && s->tail <= clocks_.Now()) return cudaSuccess;
+  Spend(kPollSeconds);
   return cudaErrorNotReady;
 }
 
 cudaError_t Device::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   CUstream_st* s = ResolveStream(stream);
   if (s == nullptr || !IsEvent(event)) return cudaErrorInvalidResourceHandle;
+  Spend(config_.profile.host.call_s);
   if (event->recorded) s->tail = std::max(s->tail, event->time);
   return cudaSuccess;
 }
@@ -238,6 +400,8 @@ cudaError_t Device::EventCreate(cudaEvent_t* event, unsigned flags) {
   constexpr unsigned kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if (event == nullptr || (flags & ~kKnown) != 0) return cudaErrorInvalidValue;
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
   auto e = std::make_unique<CUevent_st>();
   e->flags = flags;
   *event = e.get();
@@ -251,16 +415,19 @@ cudaError_t Device::EventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t Device::EventRecord(cudaEvent_t event, cudaStream_t stream) {
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr || !IsEvent(event)) return cudaErrorInvalidResourceHandle;
+  std::unique_lock<std::mutex> lock;
+  CUstream_st* s = nullptr;
+  SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
+  if (!IsEvent(event)) return cudaErrorInvalidResourceHandle;
   event->recorded = true;
   event->time = Ready(s);
+  Spend(config_.profile.host.call_s);
   return cudaSuccess;
 }
 
 cudaError_t Device::EventSynchronize(cudaEvent_t event) {
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   if (!IsEvent(event)) return cudaErrorInvalidResourceHandle;
   if (event->recorded) AdvanceHost(event->time);
   return cudaSuccess;
@@ -268,9 +435,10 @@ cudaError_t Device::EventSynchronize(cudaEvent_t event) {
 
 cudaError_t Device::EventQuery(cudaEvent_t event) {
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   if (!IsEvent(event)) return cudaErrorInvalidResourceHandle;
-  if (!event->recorded || event->time <= host_time_) return cudaSuccess;
-  AdvanceHost(host_time_ + kPollSeconds);
+  if (!event->recorded || event->time <= clocks_.Now()) return cudaSuccess;
+  Spend(kPollSeconds);
   return cudaErrorNotReady;
 }
 
@@ -280,15 +448,16 @@ cudaError_t Device::EventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t e
   if (!IsEvent(start) || !IsEvent(end)) return cudaErrorInvalidResourceHandle;
   if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
   if (((start->flags | end->flags) & cudaEventDisableTiming) != 0) return cudaErrorInvalidResourceHandle;
-  if (std::max(start->time, end->time) > host_time_) return cudaErrorNotReady;
+  if (std::max(start->time, end->time) > clocks_.Now()) return cudaErrorNotReady;
   *ms = static_cast<float>((end->time - start->time) * 1e3);
   return cudaSuccess;
 }
 
 cudaError_t Device::Synchronize() {
-  const double t = Now();
+  SIMCUDA_RETURN_IF_ERROR(AwaitAll());
   std::lock_guard lock(mu_);
-  AdvanceHost(t);
+  SIMCUDA_RETURN_IF_LOST();
+  AdvanceHost(DeviceDone());
   return cudaSuccess;
 }
 
@@ -332,14 +501,27 @@ void Device::MakeResident(Page* page) {
 
 void Device::PlaceWritebacks(uint64_t pages, double ready) {
   if (pages == 0) return;
-  const double seconds = static_cast<double>(pages * kPageBytes) / config_.profile.d2h_bw;
+  const double seconds = static_cast<double>(pages * kPageBytes) / config_.profile.managed.d2h_bw;
   const double start = d2h_.Reserve(ready, seconds);
   Trace("evict", fmt::format("{} pages", pages), start, start + seconds);
+}
+
+cudaError_t Device::ChargeDevice(uint64_t bytes) {
+  if (nonmanaged_bytes_ + bytes > config_.capacity_bytes) return cudaErrorMemoryAllocation;
+  // The driver evicts managed pages to make room for other device memory, which is never evicted itself.
+  uint64_t writebacks = 0;
+  MakeRoom(bytes, &writebacks);
+  PlaceWritebacks(writebacks, clocks_.Now());
+  nonmanaged_bytes_ += bytes;
+  NoteUsage();
+  return cudaSuccess;
 }
 
 cudaError_t Device::AllocateLocked(void** ptr, size_t bytes, MemKind kind) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
   *ptr = nullptr;
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
   if (bytes == 0) return cudaSuccess;
   auto a = std::make_unique<Allocation>();
   a->bytes = bytes;
@@ -360,12 +542,7 @@ cudaError_t Device::AllocateLocked(void** ptr, size_t bytes, MemKind kind) {
     a->span = a->charged;
     a->base = space_.Allocate(a->span, 4096);
     if (a->base == 0) return cudaErrorMemoryAllocation;
-    // The driver evicts managed pages to make room for cudaMalloc memory, which is never evicted itself.
-    uint64_t writebacks = 0;
-    MakeRoom(a->charged, &writebacks);
-    PlaceWritebacks(writebacks, host_time_);
-    nonmanaged_bytes_ += a->charged;
-    NoteUsage();
+    ChargeDevice(a->charged);
   }
   *ptr = reinterpret_cast<void*>(a->base);
   allocs_[a->base] = std::move(a);
@@ -378,8 +555,9 @@ cudaError_t Device::Malloc(void** ptr, size_t bytes) {
 }
 
 cudaError_t Device::MallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
-  std::lock_guard lock(mu_);
-  if (ResolveStream(stream) == nullptr) return cudaErrorInvalidResourceHandle;
+  std::unique_lock<std::mutex> lock;
+  CUstream_st* s = nullptr;
+  SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   return AllocateLocked(ptr, bytes, MemKind::kDevice);
 }
 
@@ -394,8 +572,13 @@ cudaError_t Device::MallocHost(void** ptr, size_t bytes) {
 }
 
 cudaError_t Device::FreeLocked(uintptr_t addr) {
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
   auto it = allocs_.find(addr);
-  if (it == allocs_.end() || it->second->kind == MemKind::kPinnedHost) return cudaErrorInvalidValue;
+  if (it == allocs_.end() || it->second->kind == MemKind::kPinnedHost ||
+      it->second->kind == MemKind::kRegisteredHost) {
+    return cudaErrorInvalidValue;
+  }
   Allocation* a = it->second.get();
   if (a->kind == MemKind::kManaged) {
     for (Page& p : a->pages) {
@@ -414,14 +597,15 @@ cudaError_t Device::FreeLocked(uintptr_t addr) {
 
 cudaError_t Device::Free(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
-  Synchronize();
+  SIMCUDA_RETURN_IF_ERROR(Synchronize());
   std::lock_guard lock(mu_);
   return FreeLocked(reinterpret_cast<uintptr_t>(ptr));
 }
 
 cudaError_t Device::FreeAsync(void* ptr, cudaStream_t stream) {
-  std::lock_guard lock(mu_);
-  if (ResolveStream(stream) == nullptr) return cudaErrorInvalidResourceHandle;
+  std::unique_lock<std::mutex> lock;
+  CUstream_st* s = nullptr;
+  SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (ptr == nullptr) return cudaSuccess;
   // Work already enqueued has executed, so the memory can be reused at once in program order.
   return FreeLocked(reinterpret_cast<uintptr_t>(ptr));
@@ -430,6 +614,8 @@ cudaError_t Device::FreeAsync(void* ptr, cudaStream_t stream) {
 cudaError_t Device::FreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end() || it->second->kind != MemKind::kPinnedHost) return cudaErrorInvalidValue;
   munmap(ptr, it->second->span);
@@ -437,20 +623,58 @@ cudaError_t Device::FreeHost(void* ptr) {
   return cudaSuccess;
 }
 
-void Device::MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+cudaError_t Device::HostRegister(void* ptr, size_t bytes) {
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  if (ptr == nullptr || bytes == 0 || space_.Contains(addr)) return cudaErrorInvalidValue;
+  // Overlapping a pinned or registered range is an error, as the runtime's cudaErrorHostMemoryAlreadyRegistered.
+  auto next = allocs_.lower_bound(addr);
+  if (next != allocs_.end() && next->first < addr + bytes) return cudaErrorHostMemoryAlreadyRegistered;
+  if (Find(addr) != nullptr) return cudaErrorHostMemoryAlreadyRegistered;
+  auto a = std::make_unique<Allocation>();
+  a->base = addr;
+  a->bytes = a->span = bytes;
+  a->kind = MemKind::kRegisteredHost;
+  allocs_[addr] = std::move(a);
+  return cudaSuccess;
+}
+
+cudaError_t Device::HostUnregister(void* ptr) {
+  std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
+  Spend(config_.profile.host.call_s);
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs_.end() || it->second->kind != MemKind::kRegisteredHost) return cudaErrorHostMemoryNotRegistered;
+  allocs_.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t Device::MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   const uint64_t used = std::min(Used(), config_.capacity_bytes);
   if (free_bytes != nullptr) *free_bytes = config_.capacity_bytes - used;
   if (total_bytes != nullptr) *total_bytes = config_.capacity_bytes;
+  return cudaSuccess;
 }
 
 cudaError_t Device::PointerAttributes(cudaPointerAttributes* attr, const void* ptr) {
   if (attr == nullptr) return cudaErrorInvalidValue;
   std::lock_guard lock(mu_);
+  SIMCUDA_RETURN_IF_LOST();
   std::memset(attr, 0, sizeof(*attr));
   void* p = const_cast<void*>(ptr);
   const Allocation* a = Find(reinterpret_cast<uintptr_t>(ptr));
   if (a == nullptr) {
+    if (const Mapping* m = vmm_.FindMapping(reinterpret_cast<uintptr_t>(ptr))) {
+      const bool host = vmm_.ChunkOf(*m).on_host;
+      attr->type = host ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+      attr->device = 0;
+      attr->devicePointer = p;
+      return cudaSuccess;
+    }
     attr->type = cudaMemoryTypeUnregistered;
     attr->device = -2;
     attr->hostPointer = p;
@@ -461,404 +685,9 @@ cudaError_t Device::PointerAttributes(cudaPointerAttributes* attr, const void* p
   switch (a->kind) {
     case MemKind::kDevice: attr->type = cudaMemoryTypeDevice; break;
     case MemKind::kManaged: attr->type = cudaMemoryTypeManaged; attr->hostPointer = p; break;
-    case MemKind::kPinnedHost: attr->type = cudaMemoryTypeHost; attr->hostPointer = p; break;
+    case MemKind::kPinnedHost:
+    case MemKind::kRegisteredHost: attr->type = cudaMemoryTypeHost; attr->hostPointer = p; break;
   }
-  return cudaSuccess;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Faults
-
-void Device::Touch(std::span<const Range> ranges, TouchResult* out) {
-  const auto& hw = config_.profile;
-  for (const Range& r : ranges) {
-    uintptr_t addr = r.addr;
-    const uintptr_t end = r.addr + r.bytes;
-    while (addr < end) {
-      Allocation* a = Find(addr);
-      if (a == nullptr) {  // a gap between allocations: skip to the next one
-        auto next = allocs_.upper_bound(addr);
-        if (next == allocs_.end()) break;
-        addr = next->first;
-        continue;
-      }
-      const uintptr_t stop = std::min<uintptr_t>(end, a->base + a->bytes);
-      if (a->kind == MemKind::kManaged) {
-        const size_t first = (addr - a->base) / kPageBytes;
-        const size_t last = (stop - 1 - a->base) / kPageBytes;
-        for (size_t i = first; i <= last; ++i) {
-          Page& page = a->pages[i];
-          if (page.state == PageState::kDevice) {
-            lru_.splice(lru_.end(), lru_, page.lru);
-            out->ready = std::max(out->ready, page.available_at);
-            continue;
-          }
-          double stall = 0;
-          if (out->serviced.insert({a, i / kPagesPerBlock}).second) {
-            ++stats_.faults;
-            stall += hw.fault_latency_s;
-          }
-          if (page.state == PageState::kHost) {
-            stall += static_cast<double>(kPageBytes) / hw.fault_bw;
-            stats_.faulted_bytes += kPageBytes;
-          }
-          uint64_t writebacks = 0;
-          const bool fits = MakeRoom(kPageBytes, &writebacks);
-          stall += static_cast<double>(writebacks * kPageBytes) / hw.d2h_bw;
-          out->writebacks += writebacks;
-          out->stall += stall;
-          stats_.fault_stall_s += stall;
-          if (!fits) continue;  // nothing left to evict: the access is served remotely from the host
-          MakeResident(&page);
-          out->arrived.push_back(&page);
-        }
-      }
-      addr = stop;
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Work
-
-void Device::Trace(const char* what, const std::string& detail, double start, double end) const {
-  if (config_.log < LogLevel::kDebug) return;
-  fmt::print(stderr, "simcuda: {:<8} {:<40} start {:.9f} end {:.9f}  device {:.1f} MiB\n", what, detail, start, end,
-             static_cast<double>(Used()) / (1 << 20));
-}
-
-cudaError_t Device::Launch(const CUfunc_st* fn, const LaunchDims& dims, void** args, cudaStream_t stream) {
-  if (fn == nullptr || fn->body == nullptr) return cudaErrorInvalidDeviceFunction;
-  if (args == nullptr && !fn->param_sizes.empty()) return cudaErrorInvalidValue;
-  const dim3 g = dims.grid, b = dims.block;
-  if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 ||
-      static_cast<uint64_t>(b.x) * b.y * b.z > 1024) {
-    return cudaErrorInvalidConfiguration;
-  }
-  simcuda_launch launch{args, {g.x, g.y, g.z}, {b.x, b.y, b.z}, dims.shared_bytes};
-  std::vector<simcuda_range> declared(16);
-  simcuda_cost cost{0, 0, declared.data(), declared.size(), 0};
-  if (fn->cost != nullptr) {
-    fn->cost(&launch, &cost);
-    if (cost.num_ranges > declared.size()) {
-      declared.resize(cost.num_ranges);
-      cost = simcuda_cost{0, 0, declared.data(), declared.size(), 0};
-      fn->cost(&launch, &cost);
-    }
-  }
-
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  std::vector<Range> touched;
-  if (cost.num_ranges > 0) {
-    for (size_t i = 0; i < std::min(cost.num_ranges, declared.size()); ++i) {
-      touched.push_back({reinterpret_cast<uintptr_t>(declared[i].ptr), declared[i].bytes});
-    }
-  } else {
-    // As a recorder would: every pointer-sized parameter that points into an allocation touches all of it.
-    for (size_t i = 0; i < fn->param_sizes.size(); ++i) {
-      if (fn->param_sizes[i] != sizeof(void*)) continue;
-      uintptr_t value;
-      std::memcpy(&value, args[i], sizeof(value));
-      const Allocation* a = Find(value);
-      if (a == nullptr || a->kind == MemKind::kPinnedHost) continue;
-      const Range whole{a->base, a->bytes};
-      if (std::none_of(touched.begin(), touched.end(), [&](const Range& r) { return r.addr == whole.addr; })) {
-        touched.push_back(whole);
-      }
-    }
-  }
-  double bytes = cost.bytes;
-  if (fn->cost == nullptr) {
-    for (const Range& r : touched) bytes += static_cast<double>(r.bytes);
-  }
-  TouchResult faults;
-  Touch(touched, &faults);
-  const auto& hw = config_.profile;
-  const double seconds =
-      hw.kernel_launch_s + std::max(cost.flops / hw.flops_per_s, bytes / hw.memory_bw) + faults.stall;
-  const double start = compute_.Reserve(std::max(Ready(s), faults.ready), seconds);
-  const double end = start + seconds;
-  for (Page* p : faults.arrived) p->available_at = end;
-  PlaceWritebacks(faults.writebacks, start);
-  s->tail = end;
-  ++stats_.kernels;
-  Trace("kernel", fn->name, start, end);
-  fn->body(&launch);
-  return cudaSuccess;
-}
-
-cudaError_t Device::LaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
-  if (fn == nullptr) return cudaErrorInvalidValue;
-  {
-    std::lock_guard lock(mu_);
-    CUstream_st* s = ResolveStream(stream);
-    if (s == nullptr) return cudaErrorInvalidResourceHandle;
-    s->tail = Ready(s);
-  }
-  // Everything before it in the stream has executed; it must not call CUDA, but it may take locks of its own.
-  fn(user_data);
-  return cudaSuccess;
-}
-
-cudaError_t Device::Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
-                           bool blocking) {
-  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  if (bytes == 0) return cudaSuccess;
-  if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
-  // With unified addressing the direction follows from the pointers, whatever `kind` says.
-  struct Side {
-    const Allocation* a;
-    bool device;
-  };
-  auto classify = [&](const void* p, Side* side) {
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-    side->a = Find(addr);
-    side->device = side->a != nullptr && side->a->kind != MemKind::kPinnedHost;
-    if (side->a == nullptr) return !space_.Contains(addr);  // a freed device range is an error, not host memory
-    return addr + bytes <= side->a->base + side->a->bytes;
-  };
-  Side d{}, sr{};
-  if (!classify(dst, &d) || !classify(src, &sr)) return cudaErrorInvalidValue;
-  std::vector<Range> managed;
-  if (d.a != nullptr && d.a->kind == MemKind::kManaged) managed.push_back({reinterpret_cast<uintptr_t>(dst), bytes});
-  if (sr.a != nullptr && sr.a->kind == MemKind::kManaged) managed.push_back({reinterpret_cast<uintptr_t>(src), bytes});
-  TouchResult faults;
-  Touch(managed, &faults);
-  const auto& hw = config_.profile;
-  const double b = static_cast<double>(bytes);
-  Engine* engine = nullptr;
-  double seconds = 0;
-  const char* what = "copy";
-  if (d.device && sr.device) {
-    engine = &compute_;
-    seconds = hw.kernel_launch_s + 2 * b / hw.memory_bw;
-    what = "d2d";
-  } else if (d.device) {
-    engine = &h2d_;
-    seconds = b / hw.h2d_bw;
-    stats_.h2d_bytes += bytes;
-    what = "h2d";
-  } else if (sr.device) {
-    engine = &d2h_;
-    seconds = b / hw.d2h_bw;
-    stats_.d2h_bytes += bytes;
-    what = "d2h";
-  }
-  seconds += faults.stall;
-  const double ready = std::max(Ready(s), faults.ready);
-  const double start = engine != nullptr ? engine->Reserve(ready, seconds) : ready;
-  const double end = start + seconds;
-  for (Page* p : faults.arrived) p->available_at = end;
-  PlaceWritebacks(faults.writebacks, start);
-  s->tail = end;
-  ++stats_.memcpys;
-  Trace(what, fmt::format("{} bytes", bytes), start, end);
-  std::memmove(dst, src, bytes);
-  if (blocking) AdvanceHost(end);
-  return cudaSuccess;
-}
-
-cudaError_t Device::Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool blocking) {
-  return Fill(dst, static_cast<uint8_t>(value), 1, bytes, stream, blocking);
-}
-
-cudaError_t Device::Fill(void* dst, uint32_t value, size_t element_bytes, size_t count, cudaStream_t stream,
-                         bool blocking) {
-  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4) return cudaErrorInvalidValue;
-  if (reinterpret_cast<uintptr_t>(dst) % element_bytes != 0 || count > SIZE_MAX / element_bytes) {
-    return cudaErrorInvalidValue;
-  }
-  const size_t bytes = count * element_bytes;
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  if (bytes == 0) return cudaSuccess;
-  const Allocation* a = Find(reinterpret_cast<uintptr_t>(dst));
-  if (a == nullptr || reinterpret_cast<uintptr_t>(dst) + bytes > a->base + a->bytes) return cudaErrorInvalidValue;
-  TouchResult faults;
-  if (a->kind == MemKind::kManaged) {
-    const Range r{reinterpret_cast<uintptr_t>(dst), bytes};
-    Touch({&r, 1}, &faults);
-  }
-  const auto& hw = config_.profile;
-  const double seconds = hw.kernel_launch_s + static_cast<double>(bytes) / hw.memory_bw + faults.stall;
-  const double start = compute_.Reserve(std::max(Ready(s), faults.ready), seconds);
-  const double end = start + seconds;
-  for (Page* p : faults.arrived) p->available_at = end;
-  PlaceWritebacks(faults.writebacks, start);
-  s->tail = end;
-  Trace("memset", fmt::format("{} bytes", bytes), start, end);
-  if (element_bytes == 1) {
-    std::memset(dst, static_cast<int>(value), bytes);
-  } else {
-    auto* out = static_cast<unsigned char*>(dst);
-    for (size_t i = 0; i < count; ++i) std::memcpy(out + i * element_bytes, &value, element_bytes);
-  }
-  if (blocking) AdvanceHost(end);
-  return cudaSuccess;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Managed memory operations
-
-cudaError_t Device::Prefetch(std::span<const Range> ranges, cudaMemLocation location, cudaStream_t stream) {
-  bool to_device;
-  switch (location.type) {
-    case cudaMemLocationTypeDevice:
-      if (location.id != 0) return cudaErrorInvalidDevice;
-      to_device = true;
-      break;
-    case cudaMemLocationTypeHost:
-    case cudaMemLocationTypeHostNuma:
-    case cudaMemLocationTypeHostNumaCurrent:
-      to_device = false;
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  std::vector<Page*> pages;
-  for (const Range& r : ranges) {
-    if (r.bytes == 0) continue;
-    Allocation* a = Find(r.addr);
-    if (a == nullptr || a->kind != MemKind::kManaged || r.addr + r.bytes > a->base + a->bytes) {
-      return cudaErrorInvalidValue;
-    }
-    const size_t first = (r.addr - a->base) / kPageBytes;
-    const size_t last = (r.addr + r.bytes - 1 - a->base) / kPageBytes;
-    for (size_t i = first; i <= last; ++i) pages.push_back(&a->pages[i]);
-  }
-  std::sort(pages.begin(), pages.end());
-  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-
-  const auto& hw = config_.profile;
-  double ready = Ready(s);
-  double end = ready;
-  uint64_t moved = 0;
-  if (to_device) {
-    // Pages already there become most recently used first, so making room never evicts them.
-    for (Page* p : pages) {
-      if (p->state == PageState::kDevice) lru_.splice(lru_.end(), lru_, p->lru);
-    }
-    uint64_t writebacks = 0;
-    std::vector<Page*> arrived;
-    for (Page* p : pages) {
-      if (p->state == PageState::kDevice) continue;
-      if (!MakeRoom(kPageBytes, &writebacks)) break;
-      if (p->state == PageState::kHost) ++moved;  // unpopulated or discarded pages need no transfer
-      MakeResident(p);
-      arrived.push_back(p);
-    }
-    const double seconds = static_cast<double>(moved * kPageBytes) / hw.h2d_bw;
-    const double start = h2d_.Reserve(ready, seconds);
-    end = start + seconds;
-    if (writebacks > 0) {
-      const double wb_seconds = static_cast<double>(writebacks * kPageBytes) / hw.d2h_bw;
-      end = std::max(end, d2h_.Reserve(ready, wb_seconds) + wb_seconds);
-    }
-    for (Page* p : arrived) p->available_at = end;
-    stats_.prefetched_bytes += moved * kPageBytes;
-    Trace("prefetch", fmt::format("{} pages in, {} evicted", moved, writebacks), start, end);
-  } else {
-    for (Page* p : pages) {
-      if (p->state != PageState::kDevice) continue;
-      lru_.erase(p->lru);
-      --resident_pages_;
-      p->state = PageState::kHost;
-      ++moved;
-    }
-    NoteUsage();
-    const double seconds = static_cast<double>(moved * kPageBytes) / hw.d2h_bw;
-    const double start = d2h_.Reserve(ready, seconds);
-    end = start + seconds;
-    stats_.prefetched_to_host_bytes += moved * kPageBytes;
-    Trace("prefetch", fmt::format("{} pages out", moved), start, end);
-  }
-  s->tail = end;
-  return cudaSuccess;
-}
-
-cudaError_t Device::Discard(std::span<const Range> ranges, cudaStream_t stream) {
-  std::lock_guard lock(mu_);
-  CUstream_st* s = ResolveStream(stream);
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  for (const Range& r : ranges) {
-    const Allocation* a = Find(r.addr);
-    if (r.bytes != 0 && (a == nullptr || a->kind != MemKind::kManaged || r.addr + r.bytes > a->base + a->bytes)) {
-      return cudaErrorInvalidValue;
-    }
-  }
-  for (const Range& r : ranges) {
-    if (r.bytes == 0) continue;
-    Allocation* a = Find(r.addr);
-    std::memset(reinterpret_cast<void*>(r.addr), kPoisonByte, r.bytes);
-    stats_.discarded_bytes += r.bytes;
-    // Only pages the range covers entirely lose their residency; the end of the allocation counts as covering
-    // the rest of its last page.
-    const uint64_t from = r.addr - a->base;
-    uint64_t to = r.addr + r.bytes - a->base;
-    if (to == a->bytes) to = a->span;
-    for (uint64_t i = (from + kPageBytes - 1) / kPageBytes; i < to / kPageBytes; ++i) {
-      Page& p = a->pages[i];
-      if (p.state == PageState::kDevice) {
-        lru_.erase(p.lru);
-        --resident_pages_;
-      }
-      p.state = PageState::kDiscarded;
-    }
-  }
-  NoteUsage();
-  const double at = Ready(s);
-  s->tail = at;
-  Trace("discard", fmt::format("{} ranges", ranges.size()), at, at);
-  return cudaSuccess;
-}
-
-cudaError_t Device::PrefetchBatch(std::span<const Range> ranges, std::span<const cudaMemLocation> locations,
-                                  std::span<const size_t> location_starts, bool discard_first,
-                                  cudaStream_t stream) {
-  if (stream == nullptr || stream == cudaStreamLegacy || ranges.empty()) return cudaErrorInvalidValue;
-  if (locations.empty() || locations.size() != location_starts.size() || locations.size() > ranges.size() ||
-      location_starts[0] != 0) {
-    return cudaErrorInvalidValue;
-  }
-  for (size_t i = 1; i < location_starts.size(); ++i) {
-    if (location_starts[i] <= location_starts[i - 1] || location_starts[i] >= ranges.size()) {
-      return cudaErrorInvalidValue;
-    }
-  }
-  if (discard_first) {
-    const cudaError_t e = Discard(ranges, stream);
-    if (e != cudaSuccess) return e;
-  }
-  for (size_t i = 0; i < locations.size(); ++i) {
-    const size_t from = location_starts[i];
-    const size_t to = i + 1 < locations.size() ? location_starts[i + 1] : ranges.size();
-    const cudaError_t e = Prefetch(ranges.subspan(from, to - from), locations[i], stream);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
-}
-
-cudaError_t Device::DiscardBatch(std::span<const Range> ranges, cudaStream_t stream) {
-  if (stream == nullptr || stream == cudaStreamLegacy || ranges.empty()) return cudaErrorInvalidValue;
-  return Discard(ranges, stream);
-}
-
-cudaError_t Device::Advise(const void* ptr, size_t bytes, cudaMemoryAdvise advice, cudaMemLocation location) {
-  if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy) return cudaErrorInvalidValue;
-  std::lock_guard lock(mu_);
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  const Allocation* a = Find(addr);
-  if (a == nullptr || a->kind != MemKind::kManaged || addr + bytes > a->base + a->span) return cudaErrorInvalidValue;
-  // Advice is accepted and has no effect on the model: paging follows accesses, prefetches and discards only.
   return cudaSuccess;
 }
 
@@ -886,6 +715,7 @@ std::string Device::StatsJson() {
   j["memcpys"] = s.memcpys;
   j["h2d_bytes"] = s.h2d_bytes;
   j["d2h_bytes"] = s.d2h_bytes;
+  j["pageable_bytes"] = s.pageable_bytes;
   j["faults"] = s.faults;
   j["faulted_bytes"] = s.faulted_bytes;
   j["fault_stall_s"] = s.fault_stall_s;
@@ -899,6 +729,7 @@ std::string Device::StatsJson() {
   j["compute_busy_s"] = s.compute_busy_s;
   j["h2d_busy_s"] = s.h2d_busy_s;
   j["d2h_busy_s"] = s.d2h_busy_s;
+  j["managed_calls_blocked_s"] = s.managed_calls_blocked_s;
   return j.dump(2);
 }
 

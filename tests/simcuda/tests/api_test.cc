@@ -495,25 +495,182 @@ TEST(Api, HostFunctionsRunInStreamOrder) {
   (void)cudaGetLastError();
 }
 
+// CUDA's virtual memory management through libcuda: every wrong call returns the error the driver documents
+// (CUDA_ERROR_INVALID_VALUE for sizes and addresses off the granularity, a mapping over a mapping, a part of a
+// mapping unmapped, access set where nothing is mapped), releasing a mapped handle is legal and the memory goes
+// with its last mapping, and the calls are reachable through cuGetProcAddress.
+TEST(Api, VirtualMemoryCallsCheckAsTheDriverDocuments) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  size_t g = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  EXPECT_EQ(g, 2u << 20);
+  ASSERT_EQ(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+  EXPECT_EQ(g, 2u << 20);
+  int supported = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);
+  ASSERT_EQ(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);
+
+  CUdeviceptr base = 0;
+  EXPECT_EQ(cuMemAddressReserve(&base, 3u << 20, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAddressReserve(&base, 4u << 20, 0, 0, 1), CUDA_ERROR_INVALID_VALUE);  // flags must be 0
+  ASSERT_EQ(cuMemAddressReserve(&base, 8u << 20, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle a = 0, b = 0, host = 0;
+  EXPECT_EQ(cuMemCreate(&a, 1u << 20, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&a, 2u << 20, &prop, 1), CUDA_ERROR_INVALID_VALUE);
+  CUmemAllocationProp bad = prop;
+  bad.location.id = 1;
+  EXPECT_EQ(cuMemCreate(&a, 2u << 20, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+  bad.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0};
+  EXPECT_EQ(cuMemCreate(&a, 2u << 20, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+  bad.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  bad.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;  // host chunks are not IPC capable
+  EXPECT_EQ(cuMemCreate(&a, 2u << 20, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+  size_t free0 = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&a, 2u << 20, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&b, 4u << 20, &prop, 0), CUDA_SUCCESS);
+  CUmemAllocationProp on_host = prop;
+  on_host.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+  ASSERT_EQ(cuMemCreate(&host, 2u << 20, &on_host, 0), CUDA_SUCCESS);
+  size_t free1 = 0;
+  ASSERT_EQ(cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free0 - free1, 6u << 20);  // the device chunks, not the host one
+
+  EXPECT_EQ(cuMemMap(base + (1u << 20), 2u << 20, 0, a, 0), CUDA_ERROR_INVALID_VALUE);  // off the granularity
+  EXPECT_EQ(cuMemMap(base, 2u << 20, 0, a, 1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemMap(base, 2u << 20, 0, a, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(base, 2u << 20, 0, host, 0), CUDA_ERROR_INVALID_VALUE);  // over a mapping
+  ASSERT_EQ(cuMemMap(base + (2u << 20), 4u << 20, 0, b, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(base + (6u << 20), 2u << 20, 0, host, 0), CUDA_SUCCESS);
+  CUmemAccessDesc rw{};
+  rw.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr other = 0;
+  ASSERT_EQ(cuMemAddressReserve(&other, 2u << 20, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemSetAccess(other, 2u << 20, &rw, 1), CUDA_ERROR_INVALID_VALUE);  // nothing mapped there
+  EXPECT_EQ(cuMemSetAccess(base + (2u << 20), 2u << 20, &rw, 1), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
+  CUmemAccessDesc elsewhere = rw;
+  elsewhere.location.id = 3;
+  EXPECT_EQ(cuMemSetAccess(base, 2u << 20, &elsewhere, 1), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(cuMemSetAccess(base, 8u << 20, &rw, 1), CUDA_SUCCESS);  // three whole mappings at once
+  unsigned long long flags = 0;
+  ASSERT_EQ(cuMemGetAccess(&flags, &rw.location, base + (7u << 20)), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  EXPECT_EQ(cuMemGetAccess(&flags, &rw.location, other), CUDA_ERROR_INVALID_VALUE);
+
+  // The mapped memory is memory: a copy through it, and a pointer query.
+  std::vector<char> in(4096, 42), out(4096, 0);
+  ASSERT_EQ(cuMemcpyHtoD(base + (3u << 20), in.data(), in.size()), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(out.data(), base + (3u << 20), out.size()), CUDA_SUCCESS);
+  EXPECT_EQ(out, in);
+
+  CUmemGenericAllocationHandle retained = 0;
+  ASSERT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(base + (5u << 20))), CUDA_SUCCESS);
+  EXPECT_EQ(retained, b);
+  ASSERT_EQ(cuMemRelease(retained), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(other)), CUDA_ERROR_INVALID_VALUE);
+  CUmemAllocationProp got{};
+  ASSERT_EQ(cuMemGetAllocationPropertiesFromHandle(&got, host), CUDA_SUCCESS);
+  EXPECT_EQ(got.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+
+  EXPECT_EQ(cuMemUnmap(base + (2u << 20), 2u << 20), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
+  ASSERT_EQ(cuMemRelease(a), CUDA_SUCCESS);  // mapped: legal, the memory stays until the mapping goes
+  size_t free2 = 0;
+  ASSERT_EQ(cuMemGetInfo(&free2, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free2, free1);
+  EXPECT_EQ(cuMemAddressFree(base, 8u << 20), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  ASSERT_EQ(cuMemUnmap(base, 8u << 20), CUDA_SUCCESS);                    // every mapping of the range
+  ASSERT_EQ(cuMemGetInfo(&free2, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free2, free1 + (2u << 20));  // a went with its mapping; b is still held by its handle
+  ASSERT_EQ(cuMemRelease(b), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(host), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetInfo(&free2, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free2, free0);
+  EXPECT_EQ(cuMemAddressFree(base, 4u << 20), CUDA_ERROR_INVALID_VALUE);  // not the reserved size
+  ASSERT_EQ(cuMemAddressFree(base, 8u << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(other, 2u << 20), CUDA_SUCCESS);
+
+  for (const char* name : {"cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+                           "cuMemRelease", "cuMemGetAllocationGranularity", "cuMemRetainAllocationHandle"}) {
+    void* fn = nullptr;
+    EXPECT_EQ(cuGetProcAddress(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr), CUDA_SUCCESS) << name;
+    EXPECT_NE(fn, nullptr) << name;
+  }
+}
+
+// Stream memory operations through libcuda, reached as cuda.h names them (the _v2 ABI) and by lookup.
+TEST(Api, StreamMemoryOperations) {
+  uint32_t* flags = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(reinterpret_cast<void**>(&flags), 64, 0), CUDA_SUCCESS);
+  std::memset(flags, 0, 64);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const auto at = [&](int i) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(flags + 2 * i)); };
+  ASSERT_EQ(cuStreamWriteValue32(s, at(0), 5, 0), CUDA_SUCCESS);
+  EXPECT_EQ(flags[0], 5u);
+  ASSERT_EQ(cuStreamWaitValue32(s, at(0), 3, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);  // already true
+  ASSERT_EQ(cuStreamWriteValue64(s, at(1), 1ull << 40, 0), CUDA_SUCCESS);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(flags + 2), 1ull << 40);
+  CUstreamBatchMemOpParams ops[2]{};
+  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[0].writeValue.address = at(2);
+  ops[0].writeValue.value = 9;
+  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[1].waitValue.address = at(2);
+  ops[1].waitValue.value = 9;
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  ASSERT_EQ(cuStreamBatchMemOp(s, 2, ops, 0), CUDA_SUCCESS);
+  EXPECT_EQ(flags[4], 9u);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamWriteValue32(s, at(0) + 1, 1, 0), CUDA_ERROR_INVALID_VALUE);  // misaligned
+  uint32_t pageable = 0;
+  EXPECT_EQ(cuStreamWriteValue32(s, reinterpret_cast<uintptr_t>(&pageable), 1, 0), CUDA_ERROR_INVALID_VALUE);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  ASSERT_EQ(cuGetProcAddress("cuStreamWaitValue32", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS);
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuStreamWaitValue32_v2"));
+  ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(flags), CUDA_SUCCESS);
+}
+
 TEST(Api, EventsMeasureVirtualTime) {
-  // 24 MB at the A100 profile's 24 GB/s: 1 ms on the host-to-device engine.
-  std::vector<char> host(24000000);
+  // 24 MB of pinned memory at the A100 profile's 24 GB/s: 1 ms on the host-to-device engine.
+  char* host = nullptr;
+  const size_t bytes = 24000000;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&host), bytes), cudaSuccess);
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, host.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
   cudaEvent_t start = nullptr, stop = nullptr;
   ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(start, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(d, host.data(), host.size(), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, nullptr), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(stop, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(stop), cudaErrorNotReady);  // the call returned before its copy ended
   ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  const double call_ms = 1e3 * simcuda::Global()->config().profile.host.call_s;  // the host records `start`
   float ms = 0;
   ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
-  EXPECT_NEAR(ms, 1.0f, 1e-5);
+  EXPECT_NEAR(ms, call_ms + 1.0f, 1e-5);
+  // From pageable memory: at the profile's pageable rate (8 GB/s: 3 ms), and the call returns only when done.
+  std::vector<char> pageable(bytes);
+  ASSERT_EQ(cudaEventRecord(start, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, pageable.data(), bytes, cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(stop), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  EXPECT_NEAR(ms, call_ms + 3.0f, 1e-5);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(host), cudaSuccess);
   const std::string json = simcuda::Global()->StatsJson();
   EXPECT_NE(json.find("\"profile\": \"a100-40g-pcie4\""), std::string::npos);
   EXPECT_NE(json.find("\"peak_device_bytes\""), std::string::npos);
+  EXPECT_NE(json.find("\"pageable_bytes\": 24000000"), std::string::npos);
 }
 
 }  // namespace

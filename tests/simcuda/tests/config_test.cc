@@ -26,13 +26,14 @@ TEST(Config, DefaultsToThePapersPlatform) {
 }
 
 TEST(Config, ProfileAndMemoryFromTheEnvironment) {
-  g_env = {{"SIMCUDA_GPU", "h100-80g-pcie5"}, {"SIMCUDA_MEM", "256MiB"}, {"SIMCUDA_STATS", "/tmp/s.json"},
+  g_env = {{"SIMCUDA_GPU", "h100-80g"}, {"SIMCUDA_MEM", "256MiB"}, {"SIMCUDA_STATS", "/tmp/s.json"},
            {"SIMCUDA_LOG", "info"}, {"SIMCUDA_CONTEXT_MEM", "8MiB"}};
   std::vector<std::string> problems;
   const Config c = ConfigFromEnvironment(&Get, &problems);
-  EXPECT_STREQ(c.profile.name, "h100-80g-pcie5");
+  EXPECT_STREQ(c.profile.name, "h100-80g");
   EXPECT_EQ(c.context_bytes, 8ull << 20);
-  EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 50e9);
+  EXPECT_DOUBLE_EQ(c.profile.copy.h2d_bw, 50e9);     // the copy engines
+  EXPECT_DOUBLE_EQ(c.profile.managed.d2h_bw, 7e9);   // managed memory's evictions, as measured
   EXPECT_EQ(c.capacity_bytes, 256ull << 20);
   EXPECT_EQ(c.stats_path, "/tmp/s.json");
   EXPECT_EQ(c.log, LogLevel::kInfo);
@@ -60,7 +61,8 @@ TEST(Config, BadValuesAreReportedAndDefaulted) {
   EXPECT_NE(problems[0].find("SIMCUDA_CONTEXT_MEM"), std::string::npos);
 }
 
-// SIMCUDA_LINK replaces the profile's host-link rates (GB/s, one figure or H2D/D2H) and keeps its name.
+// SIMCUDA_LINK replaces the profile's host-link rates (GB/s, one figure or H2D/D2H), of the copy engines and of
+// managed memory alike, and keeps its name.
 TEST(Config, LinkRatesFromTheEnvironment) {
   g_env = {{"SIMCUDA_LINK", "6/3.5"}};
   std::vector<std::string> problems;
@@ -68,19 +70,21 @@ TEST(Config, LinkRatesFromTheEnvironment) {
   EXPECT_TRUE(problems.empty());
   EXPECT_TRUE(c.link_overridden);
   EXPECT_STREQ(c.profile.name, "v100-16g-pcie3");
-  EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 6e9);
-  EXPECT_DOUBLE_EQ(c.profile.d2h_bw, 3.5e9);
+  EXPECT_DOUBLE_EQ(c.profile.copy.h2d_bw, 6e9);
+  EXPECT_DOUBLE_EQ(c.profile.copy.d2h_bw, 3.5e9);
+  EXPECT_DOUBLE_EQ(c.profile.managed.h2d_bw, 6e9);
+  EXPECT_DOUBLE_EQ(c.profile.managed.d2h_bw, 3.5e9);
   g_env = {{"SIMCUDA_LINK", "4"}};
   c = ConfigFromEnvironment(&Get, &problems);
-  EXPECT_DOUBLE_EQ(c.profile.h2d_bw, 4e9);
-  EXPECT_DOUBLE_EQ(c.profile.d2h_bw, 4e9);
-  const double nominal = karma::policy::DefaultProfile().h2d_bw;
+  EXPECT_DOUBLE_EQ(c.profile.copy.h2d_bw, 4e9);
+  EXPECT_DOUBLE_EQ(c.profile.managed.d2h_bw, 4e9);
+  const double nominal = karma::policy::DefaultProfile().copy.h2d_bw;
   for (const char* bad : {"fast", "6/", "0", "-2/3", "6/3/1", "6GB/s"}) {
     g_env = {{"SIMCUDA_LINK", bad}};
     problems.clear();
     c = ConfigFromEnvironment(&Get, &problems);
     EXPECT_FALSE(c.link_overridden) << bad;
-    EXPECT_DOUBLE_EQ(c.profile.h2d_bw, nominal) << bad;
+    EXPECT_DOUBLE_EQ(c.profile.copy.h2d_bw, nominal) << bad;
     ASSERT_EQ(problems.size(), 1u) << bad;
     EXPECT_NE(problems[0].find("SIMCUDA_LINK"), std::string::npos);
   }
