@@ -7,6 +7,8 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libboost-dev zlib1g-dev
   libglpk-dev libunwind-dev libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  # CPU PyTorch: the host optimizer against torch.optim, the MPI Python helper, the GPU suite's dry run
+  python3-torch python3-torchvision
 )
 
 missing=()
