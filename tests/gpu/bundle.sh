@@ -39,12 +39,18 @@ system() {
 }
 resolved() { ldd "$@" | sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) .*/\1 \2/p' | sort -u; }
 resolved "$lib" "$tool" | while read -r name path; do system "$name" || cp -L "$path" "$out/deps/$name"; done
-# The managed-memory probes (README.md), where this machine has the CUDA toolkit with CUPTI: um_costs, and the
-# injection library um_counters with the CUPTI it was built against.
+# The probes (README.md), where this machine has the CUDA toolkit: move_costs (copies, VMM calls, launches; nvcc
+# and libcuda only), and with CUPTI the managed-memory ones, um_costs and the injection library um_counters with the
+# CUPTI it was built against.
 cuda=${CUDA_HOME:-/usr/local/cuda}
 tools=""
-if [[ -x $cuda/bin/nvcc && -f $cuda/include/cupti.h ]]; then
+if [[ -x $cuda/bin/nvcc ]]; then
   mkdir -p "$out/tools"
+  "$cuda/bin/nvcc" -O2 -std=c++17 -gencode 'arch=compute_90,code=[sm_90,compute_90]' -o "$out/tools/move_costs" \
+    "$root/tests/gpu/move_costs.cu" -L"$cuda/lib64/stubs" -lcuda
+  tools=", tools/move_costs"
+fi
+if [[ -x $cuda/bin/nvcc && -f $cuda/include/cupti.h ]]; then
   "$cuda/bin/nvcc" -O2 -std=c++17 -gencode 'arch=compute_90,code=[sm_90,compute_90]' -o "$out/tools/um_costs" \
     "$root/tests/gpu/um_costs.cu"
   "${CXX:-g++}" -std=c++17 -O2 -Wall -Wextra -fPIC -shared -I"$cuda/include" -o "$out/tools/libum_counters.so" \
@@ -52,7 +58,7 @@ if [[ -x $cuda/bin/nvcc && -f $cuda/include/cupti.h ]]; then
   cupti=$(ldd "$out/tools/libum_counters.so" | sed -n 's/^[[:space:]]*\(libcupti[^ ]*\) => \(\/[^ ]*\) .*/\2/p')
   [[ -n $cupti ]] || { echo "bundle: libum_counters.so finds no libcupti" >&2; exit 1; }
   [[ $(cd "$(dirname "$cupti")" && pwd) == $(cd "$out/tools" && pwd) ]] || cp -L "$cupti" "$out/tools/"
-  tools=", tools/um_costs and tools/libum_counters.so"
+  tools+=", tools/um_costs and tools/libum_counters.so"
 fi
 cat >"$out/env.sh" <<'ENV'
 # Source this: the loader finds the libraries libkarma.so and karma-trace were built against.

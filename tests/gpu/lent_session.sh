@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
-# only a few files, and may replace the bundle's folder between calls): the suite at small sizes (plain, KARMA as
-# a user runs it and with PyTorch's caching allocator, and managed memory alone and KARMA on the device made short
-# of memory by occupy.py), the managed-memory probe, and each model's caching-allocator KARMA row again with
-# KARMA_MOVE_THREADS=1 (moves from KARMA's own threads) and with KARMA_BATCH_MOVES=0 (one call per range).
+# only a few files, and may replace the bundle's folder between calls): first the copy, VMM and launch probe
+# move_costs (a minute at most), then the suite at small sizes in the time left (plain, KARMA as a user runs it and
+# with PyTorch's caching allocator, and managed memory alone and KARMA on the device made short of memory by
+# occupy.py), the managed-memory probe, and each model's caching-allocator KARMA row again with
+# KARMA_MOVE_THREADS=0 (moves from the application's thread) and with KARMA_BATCH_MOVES=0 (one call per range).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
 # BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz and traces.tgz; SECONDS: the whole session's
 # limit (default 540). Prints the suite's table at the end. See tests/gpu/README.md.
@@ -44,15 +45,30 @@ trap pack EXIT
 } >"$work/machine.txt" 2>&1
 cat "$work/machine.txt"
 
+# What copies, CUDA's VMM calls and launches cost on this GPU, against simcuda's H100 figures: first, as it is
+# quick and its tables are the session's surest result.
+if [[ -x $bundle/tools/move_costs ]]; then
+  say "move_costs"
+  timeout --kill-after=10 60 "$bundle/tools/move_costs" >"$work/move_costs.txt" 2>&1
+  say "move_costs: exit $?"
+  cat "$work/move_costs.txt"
+fi
+
 # The suite, GPT-2 first (whether it records with the runs on copies allocating per op is the first question, then
-# how KARMA runs with PyTorch under cudaMallocAsync, its default), leaving two and a half minutes for the rest.
+# how KARMA runs with PyTorch under cudaMallocAsync, its default), in what move_costs left, less two and a half
+# minutes for the rest.
 reserve=150
-say "suite ($(($(left) - reserve)) s)"
-timeout --kill-after=10 $(($(left) - reserve)) "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
-  --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-  --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma-async,karma,um-full,karma-full \
-  >"$work/suite.txt" 2>&1
-say "suite: exit $?"
+budget=$(($(left) - reserve))
+if ((budget >= 60)); then
+  say "suite ($budget s)"
+  timeout --kill-after=10 $budget "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
+    --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
+    --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma-async,karma,um-full,karma-full \
+    >"$work/suite.txt" 2>&1
+  say "suite: exit $?"
+else
+  say "suite skipped: $budget s left for it"
+fi
 
 if [[ -x $bundle/tools/um_costs ]] && (($(left) > 70)); then
   say "um_costs"
@@ -60,10 +76,10 @@ if [[ -x $bundle/tools/um_costs ]] && (($(left) > 70)); then
   cat "$work/um_costs.txt"
 fi
 
-# The caching-allocator rows again, at the suite's capacity and sizes, with the moves from KARMA's own threads
-# (KARMA_MOVE_THREADS=1) and with one managed-memory call per range (KARMA_BATCH_MOVES=0), GPT-2 first, while time
-# is left.
-for row in gpt2:movers gpt2:unbatched resnet50:movers resnet50:unbatched; do
+# The caching-allocator rows again, at the suite's capacity and sizes, with the moves from the application's thread
+# (KARMA_MOVE_THREADS=0; the default is KARMA's own threads) and with one managed-memory call per range
+# (KARMA_BATCH_MOVES=0), GPT-2 first, while time is left.
+for row in gpt2:app-thread gpt2:unbatched resnet50:app-thread resnet50:unbatched; do
   model=${row%%:*} variant=${row#*:}
   plain=$work/suite/$model-plain.json
   (($(left) > 50)) && [[ -f $plain ]] || continue
@@ -74,7 +90,7 @@ print(int(r["peak_allocated_bytes"] / 1.5) if r.get("status") == "ok" else "")' 
   args=(--batch 32)
   [[ $model == gpt2 ]] && args=(--layers 6 --batch 4)
   switch=KARMA_BATCH_MOVES=0
-  [[ $variant == movers ]] && switch=KARMA_MOVE_THREADS=1
+  [[ $variant == app-thread ]] && switch=KARMA_MOVE_THREADS=0
   say "$model karma-$variant ($switch)"
   timeout --kill-after=10 $(($(left) - 15)) env LD_PRELOAD="$bundle/build/lib/libkarma.so" KARMA_CAPACITY="$cap" \
     KARMA_LOG=info "$switch" KARMA_TORCH_ALLOCATOR=keep KARMA_TRACE_DIR="$work/traces-$variant" \

@@ -14,13 +14,13 @@ import json
 import os
 import sys
 
-CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma", "karma-movers", "karma-unbatched", "um", "checkpoint",
+CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma", "karma-app-thread", "karma-unbatched", "um", "checkpoint",
                 "plain-full", "um-full", "karma-full"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
     "plain-again": "PyTorch again (run-to-run agreement)",
     "karma": "libkarma.so, caching allocator",
-    "karma-movers": "libkarma.so, caching allocator, KARMA_MOVE_THREADS=1",
+    "karma-app-thread": "libkarma.so, caching allocator, KARMA_MOVE_THREADS=0 (moves from the application's thread)",
     "karma-unbatched": "libkarma.so, caching allocator, KARMA_BATCH_MOVES=0",
     "karma-async": "libkarma.so, cudaMallocAsync (its default)",
     "um": "KARMA_MODE=um (managed memory only)",
