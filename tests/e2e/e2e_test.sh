@@ -346,11 +346,6 @@ link)
   iters=28  # the first plan replays from 8, its moves are timed in 9 and 10, the second plan replays from 13 and
             # is timed in 15-17; going back to the first one takes effect from about 19
   export SIMCUDA_LINK=6/4
-  # The moves from the application's thread: a mover thread's call reaches simcuda after the kernels enqueued
-  # meanwhile have run (each runs to completion as it is enqueued), when the driver may have evicted part of the
-  # range already to make room for them; what is left moves at the link's rate, but the range's bytes over the
-  # call's time read above it (4.35 GB/s for 4). The rates measured must be the link's here.
-  export KARMA_MOVE_THREADS=0
   ks="3 4"
   ((speed)) || ks=3  # the sanitizers' build: correctness at 3x only (each run takes minutes there)
   for k in $ks; do
@@ -422,7 +417,7 @@ link)
     ((speed)) && { le "$(ratio "$t_again" "$t_kept")" 1.02 || fail "${k}x: the later run is slower than the plan kept"; }
     iters=28
   done
-  unset SIMCUDA_LINK KARMA_MOVE_THREADS
+  unset SIMCUDA_LINK
   ;;
 stress)
   # Four threads on their own streams allocate, launch, copy and free concurrently; buffers of MEM/8 (12 of them

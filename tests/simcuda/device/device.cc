@@ -193,7 +193,7 @@ CUstream_st* Device::ResolveStream(cudaStream_t stream) {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
-cudaError_t Device::Begin(cudaStream_t stream, std::unique_lock<std::mutex>* lock, CUstream_st** s) {
+cudaError_t Device::Begin(cudaStream_t stream, std::unique_lock<FairMutex>* lock, CUstream_st** s) {
   SIMCUDA_RETURN_IF_ERROR(Await(stream));
   *lock = std::unique_lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
@@ -361,7 +361,7 @@ cudaError_t Device::StreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t Device::StreamSynchronize(cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   AdvanceHost(s->tail);
@@ -415,7 +415,7 @@ cudaError_t Device::EventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t Device::EventRecord(cudaEvent_t event, cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (!IsEvent(event)) return cudaErrorInvalidResourceHandle;
@@ -555,7 +555,7 @@ cudaError_t Device::Malloc(void** ptr, size_t bytes) {
 }
 
 cudaError_t Device::MallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   return AllocateLocked(ptr, bytes, MemKind::kDevice);
@@ -603,7 +603,7 @@ cudaError_t Device::Free(void* ptr) {
 }
 
 cudaError_t Device::FreeAsync(void* ptr, cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (ptr == nullptr) return cudaSuccess;

@@ -19,6 +19,7 @@
 
 #include "device/address_space.h"
 #include "device/config.h"
+#include "device/fair_mutex.h"
 #include "device/host_clock.h"
 #include "device/kernels.h"
 #include "device/timeline.h"
@@ -246,7 +247,7 @@ class Device {
   CUstream_st* ResolveStream(cudaStream_t stream);  // null for an unknown handle
   // The opening of a call that enqueues on `stream`: the value waits it follows (Await), the lock, a lost
   // context, and the stream itself (cudaErrorInvalidResourceHandle for an unknown one).
-  cudaError_t Begin(cudaStream_t stream, std::unique_lock<std::mutex>* lock, CUstream_st** s);
+  cudaError_t Begin(cudaStream_t stream, std::unique_lock<FairMutex>* lock, CUstream_st** s);
   bool IsEvent(cudaEvent_t event) const;
   double Ready(const CUstream_st* s);
   // The calling thread spends `seconds` in a call, or waits until `t`.
@@ -289,8 +290,8 @@ class Device {
   AddressSpace space_;
   VirtualMemory vmm_{&space_};
   KernelRegistry kernels_;
-  mutable std::mutex mu_;
-  std::condition_variable value_written_;  // a stream write happened: waits may now hold
+  mutable FairMutex mu_;
+  std::condition_variable_any value_written_;  // a stream write happened: waits may now hold
   std::atomic<int> waits_pending_{0};
   std::map<uintptr_t, double> written_at_;  // where stream writes wrote, when
   std::map<uintptr_t, std::unique_ptr<Allocation>> allocs_;

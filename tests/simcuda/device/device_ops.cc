@@ -102,7 +102,7 @@ cudaError_t Device::Launch(const CUfunc_st* fn, const LaunchDims& dims, void** a
     }
   }
 
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   std::vector<Range> touched;
@@ -164,7 +164,7 @@ cudaError_t Device::Launch(const CUfunc_st* fn, const LaunchDims& dims, void** a
 cudaError_t Device::LaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
   if (fn == nullptr) return cudaErrorInvalidValue;
   {
-    std::unique_lock<std::mutex> lock;
+    std::unique_lock<FairMutex> lock;
     CUstream_st* s = nullptr;
     SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
     s->tail = Ready(s);
@@ -208,7 +208,7 @@ bool Device::Classify(const void* p, size_t bytes, Side* side, const Allocation*
 cudaError_t Device::Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
                            bool blocking) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (bytes == 0) return cudaSuccess;
@@ -278,7 +278,7 @@ cudaError_t Device::Fill(void* dst, uint32_t value, size_t element_bytes, size_t
     return cudaErrorInvalidValue;
   }
   const size_t bytes = count * element_bytes;
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (bytes == 0) return cudaSuccess;
@@ -401,7 +401,7 @@ cudaError_t Device::PrefetchLocked(std::span<const Range> ranges, cudaMemLocatio
 }
 
 cudaError_t Device::Prefetch(std::span<const Range> ranges, cudaMemLocation location, cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   double end = 0;
@@ -451,7 +451,7 @@ cudaError_t Device::DiscardLocked(std::span<const Range> ranges, CUstream_st* s)
 }
 
 cudaError_t Device::Discard(std::span<const Range> ranges, cudaStream_t stream) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   SIMCUDA_RETURN_IF_ERROR(DiscardLocked(ranges, s));
@@ -472,7 +472,7 @@ cudaError_t Device::PrefetchBatch(std::span<const Range> ranges, std::span<const
       return cudaErrorInvalidValue;
     }
   }
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   if (discard_first) SIMCUDA_RETURN_IF_ERROR(DiscardLocked(ranges, s));
@@ -522,7 +522,7 @@ cudaError_t Device::CheckValueAddress(uintptr_t addr, bool wide) {
 }
 
 cudaError_t Device::WriteValue(cudaStream_t stream, uintptr_t addr, uint64_t value, bool wide) {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   SIMCUDA_RETURN_IF_ERROR(CheckValueAddress(addr, wide));
@@ -543,7 +543,7 @@ cudaError_t Device::WriteValue(cudaStream_t stream, uintptr_t addr, uint64_t val
 
 cudaError_t Device::WaitValue(cudaStream_t stream, uintptr_t addr, uint64_t value, bool wide, unsigned condition) {
   if ((condition & ~CU_STREAM_WAIT_VALUE_FLUSH) > CU_STREAM_WAIT_VALUE_NOR) return cudaErrorInvalidValue;
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<FairMutex> lock;
   CUstream_st* s = nullptr;
   SIMCUDA_RETURN_IF_ERROR(Begin(stream, &lock, &s));
   SIMCUDA_RETURN_IF_ERROR(CheckValueAddress(addr, wide));
