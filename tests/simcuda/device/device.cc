@@ -310,10 +310,16 @@ cudaError_t Device::AwaitStreams(cudaStream_t stream, bool all) {
   consider(&legacy_);
   for (auto& [h, s] : streams_) consider(s.get());
   for (auto& [tid, s] : per_thread_) consider(s.get());
+  // While this thread waits, another may settle the wait or destroy a created stream.
+  auto settled = [&](CUstream_st* s) {
+    const bool created = s != &legacy_ && std::none_of(per_thread_.begin(), per_thread_.end(),
+                                                       [&](const auto& p) { return p.second.get() == s; });
+    return (created && streams_.count(s) == 0) || !s->waiting;  // a destroyed stream is not looked at
+  };
   for (CUstream_st* s : waiting) {
     const auto deadline = std::chrono::steady_clock::now() + kValueWaitLimit;
     // Host stores are not seen as they happen: look again every millisecond, and at each stream write.
-    while (!Holds(s->wait)) {
+    while (!settled(s) && !Holds(s->wait)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         return Lose(cudaErrorLaunchTimeout,
                     fmt::format("a stream waits on {:#x} for {} s of real time: nothing makes its value true",
@@ -321,9 +327,8 @@ cudaError_t Device::AwaitStreams(cudaStream_t stream, bool all) {
       }
       value_written_.wait_for(lock, std::chrono::milliseconds(1));
       if (lost_ != cudaSuccess) return lost_;
-      if (!s->waiting) break;  // settled by another thread meanwhile
     }
-    if (!s->waiting) continue;
+    if (settled(s)) continue;
     // When the value was written: a stream write's own time, else the latest any thread has reached.
     auto w = written_at_.find(s->wait.addr);
     s->tail = std::max(s->tail, w != written_at_.end() ? w->second : clocks_.Latest());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -208,6 +209,23 @@ TEST_F(DeviceTest, AStreamWaitsOnAValueAHostThreadWrites) {
   uint32_t pageable = 0;
   EXPECT_EQ(dev_->WaitValue(t, reinterpret_cast<uintptr_t>(&pageable), 0, false, CU_STREAM_WAIT_VALUE_EQ),
             cudaErrorInvalidValue);
+}
+
+// A stream destroyed while a thread waits to enqueue behind its value wait: the thread goes on, and the call fails
+// as one on a destroyed stream does.
+TEST_F(DeviceTest, AStreamDestroyedWhileAThreadWaitsOnItsValue) {
+  const Pinned flags = PinnedHost(64);
+  cudaStream_t s = Stream();
+  ASSERT_EQ(dev_->WaitValue(s, reinterpret_cast<uintptr_t>(flags.data()), 1, false, CU_STREAM_WAIT_VALUE_EQ),
+            cudaSuccess);
+  std::thread destroyer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(dev_->StreamDestroy(s), cudaSuccess);
+  });
+  EXPECT_EQ(Busy(1e-3, s), cudaErrorInvalidResourceHandle);
+  destroyer.join();
+  cudaStream_t k = Stream();
+  EXPECT_EQ(Busy(1e-3, k), cudaSuccess);  // nothing waits any more
 }
 
 }  // namespace
