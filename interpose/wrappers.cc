@@ -84,12 +84,12 @@ extern "C" KARMA_EXPORT const char* karma_version(void) { return KARMA_VERSION_S
 
 // The session calls the real libraries through the same resolution as the hooks (installed before any hook can
 // run). And NVTX3 (header-only, as in PyTorch) delivers ranges only to an injection library it loads itself at
-// its first call: with an iteration marker requested and no other NVTX tool, that library is this one. PyTorch's
-// allocator backend is chosen here too (rt::ApplyTorchAllocatorAtLoad), before `import torch` reads it. All of it
+// its first call: with an iteration marker requested and no other NVTX tool, that library is this one. The
+// frameworks' allocator switches are set here too (rt::ApplyAllocatorsAtLoad), before an import reads them. All of it
 // happens while the process is still single-threaded, before main, when preloaded.
 __attribute__((constructor)) static void AtLoad() {
   karma::rt::SetRealSymbolResolver(&karma::interpose::ResolveOrLoad);
-  karma::rt::ApplyTorchAllocatorAtLoad();
+  karma::rt::ApplyAllocatorsAtLoad();
   const char* marker = std::getenv("KARMA_ITERATION_MARKER");
   if (marker == nullptr || *marker == '\0' || std::getenv("NVTX_INJECTION64_PATH") != nullptr) return;
   Dl_info self{};

@@ -37,11 +37,12 @@
     "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction), so that the " \
     "application's launches wait only where they need the data; 0: inside the application's launches (on an "    \
     "H100 a batched call holds its caller for the transfer).")                                                  \
-  X(KARMA_TORCH_ALLOCATOR, kEnum, "async", "async|keep",                                                        \
-    "PyTorch's CUDA allocator when KARMA plans (KARMA_MODE auto, record, replay): async sets "                  \
-    "PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF to backend:cudaMallocAsync at load unless either is "       \
-    "set, so that every tensor's free reaches KARMA; keep: PyTorch's default caching allocator, whose "         \
-    "dead values KARMA evicts to the host.")                                                                    \
+  X(KARMA_ALLOCATORS, kEnum, "per-tensor", "per-tensor|keep",                                                \
+    "Frameworks' device allocators when KARMA plans (KARMA_MODE auto, record, replay): per-tensor sets, at "     \
+    "load, the switches that make PyTorch, TensorFlow and JAX allocate each tensor (PYTORCH_ALLOC_CONF and "     \
+    "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, TF_GPU_ALLOCATOR=cuda_malloc_async, "                       \
+    "XLA_PYTHON_CLIENT_ALLOCATOR=platform, XLA_PYTHON_CLIENT_PREALLOCATE=false), each unless the application "  \
+    "set it; keep: none of them (each segment a framework allocates is then one buffer, kept whole).")          \
   X(KARMA_LIVE, kBool, "1", "",                                                                                 \
     "Publish live statistics in shared memory (karma-<pid>, owner-only) for `karma-trace top PID`.")                                      \
   X(KARMA_HOSTOPT_THREADS, kInt, "0", "",                                                                       \

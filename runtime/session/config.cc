@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace karma::rt {
 
 const char* ModeName(Mode m) {
@@ -50,7 +53,7 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
   c.rerun_kernels = env.flag(EnvVar::KARMA_RERUN_KERNELS);
   c.batch_moves = env.flag(EnvVar::KARMA_BATCH_MOVES);
   c.move_threads = env.flag(EnvVar::KARMA_MOVE_THREADS);
-  c.torch_async = env.text(EnvVar::KARMA_TORCH_ALLOCATOR) != "keep";
+  c.per_tensor = env.text(EnvVar::KARMA_ALLOCATORS) != "keep";
   LogLevel level = LogLevel::kWarn;
   ParseLogLevel(env.text(EnvVar::KARMA_LOG), &level);
   c.log_level = level;
@@ -69,50 +72,68 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
 namespace {
 
 // A function's static, not a global: libkarma.so's constructor may run before this file's globals are built.
-TorchAllocatorChoice& ChoiceAtLoad() {
-  static TorchAllocatorChoice choice;
+AllocatorChoice& ChoiceAtLoad() {
+  static AllocatorChoice choice;
   return choice;
 }
 
 }  // namespace
 
-TorchAllocatorChoice ChooseTorchAllocator(const SessionConfig& config, const EnvConfig::Getter& get,
-                                          const std::function<void(const char*, const char*)>& set) {
-  TorchAllocatorChoice choice;
-  if (config.mode == Mode::kUm || config.mode == Mode::kOff) return choice;  // the baseline runs as PyTorch's
-  constexpr const char* kNames[] = {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"};
-  for (const char* name : kNames) {
-    const char* value = get(name);
-    if (value == nullptr) continue;
-    if (std::string(value).find(kTorchAsyncBackend) == std::string::npos) {
-      choice.note = std::string("PyTorch's allocator setting ") + name + "=" + value + " stays: without " +
-                    kTorchAsyncBackend + " its memory holds dead tensors that KARMA evicts to the host";
+const std::vector<AllocatorSwitch>& AllocatorSwitches() {
+  static const std::vector<AllocatorSwitch> table = {
+      {"PyTorch", {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}, "backend:cudaMallocAsync"},
+      {"TensorFlow", {"TF_GPU_ALLOCATOR"}, "cuda_malloc_async"},
+      {"JAX", {"XLA_PYTHON_CLIENT_ALLOCATOR"}, "platform"},
+      {"JAX", {"XLA_PYTHON_CLIENT_PREALLOCATE"}, "false"},
+  };
+  return table;
+}
+
+AllocatorChoice ChooseAllocators(const SessionConfig& config, const EnvConfig::Getter& get,
+                                 const std::function<void(const char*, const char*)>& set) {
+  AllocatorChoice choice;
+  if (config.mode == Mode::kUm || config.mode == Mode::kOff) return choice;  // the baseline runs as it is
+  if (!config.per_tensor) {
+    choice.note = "KARMA_ALLOCATORS=keep: frameworks keep their allocators; each segment they allocate is one buffer";
+    return choice;
+  }
+  std::vector<std::string> kept;
+  for (const AllocatorSwitch& s : AllocatorSwitches()) {
+    const char* own = nullptr;
+    for (const char* name : s.names) {
+      if (const char* v = get(name); v != nullptr) {
+        if (std::string(v).find(s.value) == std::string::npos) kept.push_back(std::string(name) + "=" + v);
+        own = v;
+        break;
+      }
     }
-    return choice;
+    if (own != nullptr) continue;
+    for (const char* name : s.names) {
+      set(name, s.value);
+      choice.set.push_back(std::string(name) + "=" + s.value);
+    }
   }
-  if (!config.torch_async) {
-    choice.note = "KARMA_TORCH_ALLOCATOR=keep: PyTorch's caching allocator stays; KARMA evicts its dead tensors "
-                  "to the host";
-    return choice;
+  if (!choice.set.empty()) {
+    choice.note = "per-tensor allocations: set " + fmt::format("{}", fmt::join(choice.set, " ")) +
+                  " (KARMA_ALLOCATORS=keep leaves them)";
   }
-  for (const char* name : kNames) set(name, kTorchAsyncBackend);
-  choice.set = true;
-  choice.note = std::string("PyTorch allocates each tensor with cudaMallocAsync (PYTORCH_ALLOC_CONF and "
-                            "PYTORCH_CUDA_ALLOC_CONF set to ") + kTorchAsyncBackend + "; KARMA_TORCH_ALLOCATOR=keep " +
-                "leaves them)";
+  if (!kept.empty()) {
+    choice.note += std::string(choice.note.empty() ? "" : "; ") + "the application's " +
+                   fmt::format("{}", fmt::join(kept, " ")) + " stays: each segment it allocates is one buffer";
+  }
   return choice;
 }
 
-const TorchAllocatorChoice& TorchAllocatorAtLoad() { return ChoiceAtLoad(); }
+const AllocatorChoice& AllocatorsAtLoad() { return ChoiceAtLoad(); }
 
-void ApplyTorchAllocatorAtLoad() {
+void ApplyAllocatorsAtLoad() {
   try {
     const SessionConfig config = ConfigFromEnv(EnvConfig::FromProcessEnvironment());
-    ChoiceAtLoad() = ChooseTorchAllocator(
+    ChoiceAtLoad() = ChooseAllocators(
         config, [](const char* n) { return static_cast<const char*>(std::getenv(n)); },
         [](const char* n, const char* v) { ::setenv(n, v, 0); });
   } catch (...) {
-    // Nothing is set: the application runs with its own allocator setting.
+    // Nothing is set: the application runs with its own allocator settings.
   }
 }
 

@@ -28,7 +28,7 @@ struct SessionConfig {
   bool rerun_kernels = true;  // KARMA_RERUN_KERNELS: the run on copies in the recorded iteration
   bool move_threads = true;   // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
   bool batch_moves = true;    // KARMA_BATCH_MOVES: one batched call per point for prefetches and evictions
-  bool torch_async = true;    // KARMA_TORCH_ALLOCATOR=async: PyTorch allocates each tensor with cudaMallocAsync
+  bool per_tensor = true;     // KARMA_ALLOCATORS=per-tensor: frameworks allocate each tensor (AllocatorSwitches)
   LogLevel log_level = LogLevel::kWarn;
   // Rejected values and inconsistent settings, one sentence each; the session logs them once at start.
   std::vector<std::string> problems;
@@ -38,26 +38,32 @@ struct SessionConfig {
 // resolved towards doing less: KARMA_MODE=replay without a readable KARMA_PLAN runs as `um`.
 SessionConfig ConfigFromEnv(const EnvConfig& env);
 
-// PyTorch's CUDA allocator under KARMA (KARMA_TORCH_ALLOCATOR). Its default, the caching allocator, keeps the
-// memory of dead tensors and hands it to later ones with no call KARMA sees, so KARMA cannot tell a dead value
-// from a live one: it evicts dead values over the host link (on an H100 much of the replay's transfers,
-// docs/gpu-results.md). With backend:cudaMallocAsync every tensor is a cudaMallocAsync and its free a
-// cudaFreeAsync, which discards its pages. PyTorch reads the setting once, when its CUDA library loads (a Python
-// application's `import torch`, well after libkarma.so's constructor; a program linked against libtorch may read
-// it before): PyTorch 2.9 and later read PYTORCH_ALLOC_CONF, earlier versions PYTORCH_CUDA_ALLOC_CONF.
-inline constexpr const char* kTorchAsyncBackend = "backend:cudaMallocAsync";
-struct TorchAllocatorChoice {
-  bool set = false;   // both variables were set to kTorchAsyncBackend
-  std::string note;   // what was done or left, for the session's log (empty: nothing to say)
+// Frameworks' device allocators under KARMA (KARMA_ALLOCATORS). A framework that keeps device memory in
+// segments of its own (PyTorch's caching allocator, TensorFlow's BFC allocator, JAX's preallocated pool) hands a
+// dead tensor's memory to the next one with no call KARMA sees: KARMA then sees only segments, each one buffer of
+// the plan, kept whole. Each framework has a switch to one allocation per tensor, freed when the tensor dies; KARMA
+// sets it at load, before the framework reads it (a Python application's import, well after libkarma.so's
+// constructor; a program linked against the framework's library may read it before).
+struct AllocatorSwitch {
+  const char* framework;
+  std::vector<const char*> names;  // the variables that carry the setting (the first the newer name)
+  const char* value;  // what KARMA sets all of them to; an application's value that contains it selects it too
 };
-// Sets both variables through `set` when the configuration plans (auto, record, replay), KARMA_TORCH_ALLOCATOR is
-// async and the application set neither (`get` reads the environment); otherwise leaves them.
-TorchAllocatorChoice ChooseTorchAllocator(const SessionConfig& config, const EnvConfig::Getter& get,
-                                          const std::function<void(const char*, const char*)>& set);
-// The choice libkarma.so made at load (ApplyTorchAllocatorAtLoad), for the session's log.
-const TorchAllocatorChoice& TorchAllocatorAtLoad();
+// PyTorch (2.9 and later read PYTORCH_ALLOC_CONF, earlier versions PYTORCH_CUDA_ALLOC_CONF), TensorFlow, JAX.
+const std::vector<AllocatorSwitch>& AllocatorSwitches();
+struct AllocatorChoice {
+  std::vector<std::string> set;  // NAME=VALUE for each variable set
+  std::string note;              // what was done or left, for the session's log (empty: nothing to say)
+};
+// Sets each switch's variables through `set` when the configuration plans (auto, record, replay), KARMA_ALLOCATORS
+// is per-tensor and the application set none of that switch's variables (`get` reads the environment); a switch
+// the application set stays as it is.
+AllocatorChoice ChooseAllocators(const SessionConfig& config, const EnvConfig::Getter& get,
+                                 const std::function<void(const char*, const char*)>& set);
+// The choice libkarma.so made at load (ApplyAllocatorsAtLoad), for the session's log.
+const AllocatorChoice& AllocatorsAtLoad();
 // Called once from libkarma.so's constructor, while the process is single-threaded: reads the KARMA_* variables
-// and sets PyTorch's through setenv.
-void ApplyTorchAllocatorAtLoad();
+// and sets the frameworks' through setenv.
+void ApplyAllocatorsAtLoad();
 
 }  // namespace karma::rt

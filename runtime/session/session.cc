@@ -87,7 +87,7 @@ Session* CreateProcessSession() {
     pthread_atfork(nullptr, nullptr, &ChildAfterFork);
     KARMA_LOG(kInfo, "mode {}, capacity {}, traces in {}", ModeName(cfg.mode), cfg.capacity.ToString(),
               cfg.trace_dir);
-    if (const std::string& note = TorchAllocatorAtLoad().note; !note.empty()) KARMA_LOG(kInfo, "{}", note);
+    if (const std::string& note = AllocatorsAtLoad().note; !note.empty()) KARMA_LOG(kInfo, "{}", note);
     return s;
   } catch (const std::exception& e) {
     KARMA_LOG(kError, "could not start ({}); every call passes through", e.what());

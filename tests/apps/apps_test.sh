@@ -22,6 +22,17 @@ contract)
   grep -Eq '^checksum [0-9a-f]{16}$' "$tmp/a.out" || fail "bad checksum line: $(tail -1 "$tmp/a.out")"
   awk '/^iter/ && $6 <= 0 {exit 1}' "$tmp/a.out" || fail "an iteration took no virtual time"
   grep -q -- "--alloc" <<<"$("$bin/mlp_trainer" --help)" || fail "--help does not list --alloc"
+  # The default allocator is the one PyTorch would use: its cudaMallocAsync backend where PYTORCH_ALLOC_CONF (or
+  # the older PYTORCH_CUDA_ALLOC_CONF) says so, as libkarma.so sets it, else the caching allocator's segments.
+  default_alloc() { env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF "$@" "$bin/mlp_trainer" --help |
+    grep -oE -- '--alloc TEXT:\{[a-z,]+\}=[a-z]+' | sed 's/.*=//'; }
+  [[ $(default_alloc) == segments ]] || fail "default --alloc without PyTorch's setting: $(default_alloc)"
+  [[ $(default_alloc PYTORCH_ALLOC_CONF=expandable_segments:True,backend:cudaMallocAsync) == async ]] ||
+    fail "PYTORCH_ALLOC_CONF with the async backend does not select --alloc async"
+  [[ $(default_alloc PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) == async ]] ||
+    fail "PYTORCH_CUDA_ALLOC_CONF with the async backend does not select --alloc async"
+  [[ $(default_alloc PYTORCH_ALLOC_CONF=backend:native PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) == segments ]] ||
+    fail "PYTORCH_ALLOC_CONF comes first, as in PyTorch"
   "$bin/skipnet_trainer" --no-such-flag >/dev/null 2>&1
   [[ $? == 64 ]] || fail "a bad flag must exit 64"
   "$bin/mlp_trainer" --alloc pool >/dev/null 2>&1

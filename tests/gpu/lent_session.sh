@@ -93,7 +93,7 @@ print(int(r["peak_allocated_bytes"] / 1.5) if r.get("status") == "ok" else "")' 
   [[ $variant == app-thread ]] && switch=KARMA_MOVE_THREADS=0
   say "$model karma-$variant ($switch)"
   timeout --kill-after=10 $(($(left) - 15)) env LD_PRELOAD="$bundle/build/lib/libkarma.so" KARMA_CAPACITY="$cap" \
-    KARMA_LOG=info "$switch" KARMA_TORCH_ALLOCATOR=keep KARMA_TRACE_DIR="$work/traces-$variant" \
+    KARMA_LOG=info "$switch" KARMA_ALLOCATORS=keep KARMA_TRACE_DIR="$work/traces-$variant" \
     "$python" "$here/train_bench.py" --model "$model" "${args[@]}" --iters 16 --warmup 8 --label "karma-$variant" \
     --out "$work/suite/$model-karma-$variant.json" >"$work/suite/$model-karma-$variant.log" 2>&1
   say "$model karma-$variant: exit $?"

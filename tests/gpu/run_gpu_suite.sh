@@ -270,7 +270,7 @@ print(int(r["peak_allocated_bytes"] / float(sys.argv[2])) if r.get("status") == 
   karma=(LD_PRELOAD="$lib" KARMA_CAPACITY="$cap" KARMA_LOG=info KARMA_TRACE_DIR="$out/traces/$model")
   # karma-async: libkarma.so as a user runs it (it sets PyTorch's backend); karma: PyTorch's caching allocator.
   run "$model" karma-async "${karma[@]}" -- || true
-  run "$model" karma "${karma[@]}" KARMA_TORCH_ALLOCATOR=keep -- || true
+  run "$model" karma "${karma[@]}" KARMA_ALLOCATORS=keep -- || true
   run "$model" um "${karma[@]}" KARMA_MODE=um -- || true
   if wanted plain-full || wanted um-full || wanted karma-full; then
     leave=$("$python" -c 'import json, os, sys

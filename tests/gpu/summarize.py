@@ -185,7 +185,7 @@ def markdown(table, env, smoke, title):
     if held:
         md += ["", "The device made short of memory (tests/gpu/occupy.py, in another process):", ""]
         md += [f"- {model} {config}: {line}" for model, config, line in held]
-    # Which allocator PyTorch ran (libkarma.so sets cudaMallocAsync unless KARMA_TORCH_ALLOCATOR=keep).
+    # Which allocator PyTorch ran (libkarma.so sets cudaMallocAsync unless KARMA_ALLOCATORS=keep).
     backends = [(r["model"], r["config"], r["backend"]) for r in table if r.get("backend")]
     if backends:
         md += ["", "PyTorch's allocator backend (torch.cuda.get_allocator_backend()):", ""]

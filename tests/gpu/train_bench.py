@@ -138,13 +138,13 @@ def build_gpt2(torch, args):
 
 
 def environment(torch, device):
-    env = {k: os.environ.get(k, "") for k in ("LD_PRELOAD", "KARMA_MODE", "KARMA_CAPACITY", "KARMA_TORCH_ALLOCATOR",
+    env = {k: os.environ.get(k, "") for k in ("LD_PRELOAD", "KARMA_MODE", "KARMA_CAPACITY", "KARMA_ALLOCATORS",
                                               "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
     info = {"torch": torch.__version__, "cuda": torch.version.cuda or "", "device": str(device), "env": env}
     if device.type == "cuda":
         info["device_name"] = torch.cuda.get_device_name(device)
         info["device_bytes"] = torch.cuda.get_device_properties(device).total_memory
-        # Which backend PyTorch really runs (libkarma.so sets it at load unless KARMA_TORCH_ALLOCATOR=keep).
+        # Which backend PyTorch really runs (libkarma.so sets it at load unless KARMA_ALLOCATORS=keep).
         backend = getattr(torch.cuda, "get_allocator_backend", None)
         info["allocator_backend"] = backend() if backend is not None else ""
     return info

@@ -33,7 +33,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_TRUE(c.batch_moves);
   EXPECT_TRUE(c.move_threads);
   EXPECT_TRUE(c.ilp);
-  EXPECT_TRUE(c.torch_async);
+  EXPECT_TRUE(c.per_tensor);
   EXPECT_TRUE(c.problems.empty());
 }
 
@@ -87,11 +87,11 @@ TEST(ConfigTest, ReplayWithoutAReadablePlanRunsAsUm) {
   EXPECT_EQ(c.mode, Mode::kReplay);
 }
 
-// ChooseTorchAllocator over a map standing in for the process environment.
-struct TorchEnv {
+// ChooseAllocators over a map standing in for the process environment.
+struct FrameworkEnv {
   std::map<std::string, std::string> vars;
-  TorchAllocatorChoice Choose(const SessionConfig& c) {
-    return ChooseTorchAllocator(
+  AllocatorChoice Choose(const SessionConfig& c) {
+    return ChooseAllocators(
         c,
         [&](const char* n) -> const char* {
           auto it = vars.find(n);
@@ -101,56 +101,68 @@ struct TorchEnv {
   }
 };
 
-TEST(ConfigTest, PyTorchAllocatesPerTensorWhenKarmaPlansAndTheApplicationChoseNothing) {
+const std::map<std::string, std::string> kPerTensor = {
+    {"PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync"}, {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"},
+    {"TF_GPU_ALLOCATOR", "cuda_malloc_async"},         {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"},
+    {"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}};
+
+TEST(ConfigTest, FrameworksAllocatePerTensorWhenKarmaPlansAndTheApplicationChoseNothing) {
   for (const char* mode : {"auto", "record"}) {
-    TorchEnv e;
-    const TorchAllocatorChoice choice = e.Choose(From({{"KARMA_MODE", mode}}));
-    EXPECT_TRUE(choice.set) << mode;
-    EXPECT_EQ(e.vars["PYTORCH_ALLOC_CONF"], "backend:cudaMallocAsync") << mode;
-    EXPECT_EQ(e.vars["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync") << mode;
-    EXPECT_NE(choice.note.find("KARMA_TORCH_ALLOCATOR=keep"), std::string::npos) << choice.note;
+    FrameworkEnv e;
+    const AllocatorChoice choice = e.Choose(From({{"KARMA_MODE", mode}}));
+    EXPECT_EQ(e.vars, kPerTensor) << mode;
+    EXPECT_EQ(choice.set.size(), kPerTensor.size());
+    EXPECT_NE(choice.note.find("KARMA_ALLOCATORS=keep"), std::string::npos) << choice.note;
+    EXPECT_NE(choice.note.find("TF_GPU_ALLOCATOR=cuda_malloc_async"), std::string::npos) << choice.note;
   }
-  TorchEnv e;
-  EXPECT_TRUE(e.Choose(From({{"KARMA_MODE", "replay"}, {"KARMA_PLAN", "/proc/self/status"}})).set);
+  FrameworkEnv e;
+  e.Choose(From({{"KARMA_MODE", "replay"}, {"KARMA_PLAN", "/proc/self/status"}}));
+  EXPECT_EQ(e.vars, kPerTensor);
 }
 
-TEST(ConfigTest, TheApplicationsAllocatorSettingStays) {
-  // Either name set, to anything: neither is touched; a setting without the async backend is named in the log.
+TEST(ConfigTest, TheApplicationsAllocatorSettingsStay) {
+  // Either of PyTorch's names set, to anything: neither is touched, the other frameworks' are set; a setting
+  // without the per-tensor value is named in the log.
   for (const char* name : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
-    TorchEnv e;
+    FrameworkEnv e;
     e.vars[name] = "expandable_segments:True";
-    const TorchAllocatorChoice choice = e.Choose(From({}));
-    EXPECT_FALSE(choice.set);
-    EXPECT_EQ(e.vars.size(), 1u) << name;
+    const AllocatorChoice choice = e.Choose(From({}));
+    EXPECT_EQ(choice.set.size(), 3u) << name;
     EXPECT_EQ(e.vars[name], "expandable_segments:True");
+    EXPECT_EQ(e.vars.count(std::string(name) == "PYTORCH_ALLOC_CONF" ? "PYTORCH_CUDA_ALLOC_CONF" : "PYTORCH_ALLOC_CONF"),
+              0u);
+    EXPECT_EQ(e.vars["TF_GPU_ALLOCATOR"], "cuda_malloc_async");
     EXPECT_NE(choice.note.find(std::string(name) + "=expandable_segments:True stays"), std::string::npos)
         << choice.note;
   }
-  TorchEnv e;
+  FrameworkEnv e;
   e.vars["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync";
-  const TorchAllocatorChoice choice = e.Choose(From({}));
-  EXPECT_FALSE(choice.set);
-  EXPECT_EQ(e.vars.size(), 1u);
-  EXPECT_TRUE(choice.note.empty()) << choice.note;
+  e.vars["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true";  // JAX's two switches are independent
+  const AllocatorChoice choice = e.Choose(From({}));
+  EXPECT_EQ(e.vars.size(), 4u);
+  EXPECT_EQ(e.vars["XLA_PYTHON_CLIENT_PREALLOCATE"], "true");
+  EXPECT_EQ(e.vars["XLA_PYTHON_CLIENT_ALLOCATOR"], "platform");
+  EXPECT_EQ(choice.note.find("PYTORCH"), std::string::npos) << choice.note;  // already per tensor: nothing to say
+  EXPECT_NE(choice.note.find("XLA_PYTHON_CLIENT_PREALLOCATE=true stays"), std::string::npos) << choice.note;
 }
 
-TEST(ConfigTest, KeepAndTheModesThatDoNotPlanLeavePyTorchsDefault) {
-  TorchEnv e;
-  TorchAllocatorChoice choice = e.Choose(From({{"KARMA_TORCH_ALLOCATOR", "keep"}}));
-  EXPECT_FALSE(choice.set);
+TEST(ConfigTest, KeepAndTheModesThatDoNotPlanLeaveTheFrameworksDefaults) {
+  FrameworkEnv e;
+  AllocatorChoice choice = e.Choose(From({{"KARMA_ALLOCATORS", "keep"}}));
+  EXPECT_TRUE(choice.set.empty());
   EXPECT_TRUE(e.vars.empty());
-  EXPECT_NE(choice.note.find("caching allocator stays"), std::string::npos) << choice.note;
-  // um is the baseline (managed memory under PyTorch as it is); replay without a plan runs as um.
+  EXPECT_NE(choice.note.find("frameworks keep their allocators"), std::string::npos) << choice.note;
+  // um is the baseline (managed memory under the framework as it is); replay without a plan runs as um.
   for (const auto& vars : std::vector<std::map<std::string, std::string>>{
            {{"KARMA_MODE", "um"}}, {{"KARMA_MODE", "off"}}, {{"KARMA_MODE", "replay"}}}) {
     choice = e.Choose(From(vars));
-    EXPECT_FALSE(choice.set);
+    EXPECT_TRUE(choice.set.empty());
     EXPECT_TRUE(e.vars.empty());
     EXPECT_TRUE(choice.note.empty());
   }
-  // A bad value falls back to the default, async.
-  EXPECT_TRUE(From({{"KARMA_TORCH_ALLOCATOR", "native"}}).torch_async);
-  EXPECT_EQ(From({{"KARMA_TORCH_ALLOCATOR", "native"}}).problems.size(), 1u);
+  // A bad value falls back to the default, per-tensor.
+  EXPECT_TRUE(From({{"KARMA_ALLOCATORS", "native"}}).per_tensor);
+  EXPECT_EQ(From({{"KARMA_ALLOCATORS", "native"}}).problems.size(), 1u);
 }
 
 }  // namespace

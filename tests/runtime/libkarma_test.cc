@@ -74,16 +74,25 @@ std::string PreloadedEnv(const std::string& vars) {
   if (void* init = dlsym(RTLD_DEFAULT, "__asan_init"); init != nullptr && dladdr(init, &asan) != 0) {
     preload = std::string(asan.dli_fname) + ":" + preload;
   }
-  return Shell("env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u KARMA_MODE " + vars +
-               " ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 LD_PRELOAD=" + preload +
-               " printenv PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF");
+  const std::string names =
+      "PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF TF_GPU_ALLOCATOR XLA_PYTHON_CLIENT_ALLOCATOR "
+      "XLA_PYTHON_CLIENT_PREALLOCATE";
+  std::string unset;
+  for (const char* name : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "TF_GPU_ALLOCATOR",
+                           "XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE", "KARMA_MODE"}) {
+    unset += std::string(" -u ") + name;
+  }
+  return Shell("env" + unset + " " + vars + " ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 LD_PRELOAD=" +
+               preload + " printenv " + names);
 }
 
-TEST(LibkarmaTest, SetsPyTorchsAllocatorBackendAtLoad) {
-  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0"), "backend:cudaMallocAsync\nbackend:cudaMallocAsync\n");
-  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 KARMA_TORCH_ALLOCATOR=keep"), "");
+TEST(LibkarmaTest, SetsTheFrameworksAllocatorSwitchesAtLoad) {
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0"),
+            "backend:cudaMallocAsync\nbackend:cudaMallocAsync\ncuda_malloc_async\nplatform\nfalse\n");
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 KARMA_ALLOCATORS=keep"), "");
   EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 KARMA_MODE=um"), "");
-  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 PYTORCH_ALLOC_CONF=backend:native"), "backend:native\n");
+  EXPECT_EQ(PreloadedEnv("KARMA_LIVE=0 PYTORCH_ALLOC_CONF=backend:native TF_GPU_ALLOCATOR=bfc"),
+            "backend:native\nbfc\nplatform\nfalse\n");
 }
 
 class Loaded : public ::testing::Test {

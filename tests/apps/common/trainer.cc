@@ -499,6 +499,21 @@ void Context::Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int ld
 
 // ---- the program ----------------------------------------------------------------------------------------
 
+namespace {
+
+// The allocator PyTorch would use: its cudaMallocAsync backend where PYTORCH_ALLOC_CONF says so (PyTorch 2.9+
+// reads it first; earlier versions read PYTORCH_CUDA_ALLOC_CONF), else its caching allocator's segments.
+std::string DefaultAlloc() {
+  for (const char* name : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    if (const char* v = std::getenv(name)) {
+      return std::string(v).find("backend:cudaMallocAsync") != std::string::npos ? "async" : "segments";
+    }
+  }
+  return "segments";
+}
+
+}  // namespace
+
 int RunTrainer(int argc, char** argv, const AppInfo& app) {
   g_program = app.name;
   CLI::App cli{std::string(app.description) +
@@ -507,7 +522,7 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   int iters = 5;
   std::string footprint_text;
   double size_factor = 0.5;
-  std::string alloc_text = "segments";
+  std::string alloc_text = DefaultAlloc();
   Shape shape;
   shape.depth = app.default_depth;
   shape.width = app.default_width;
@@ -520,7 +535,9 @@ int RunTrainer(int argc, char** argv, const AppInfo& app) {
   cli.add_option("--alloc", alloc_text,
                  "async: cudaMallocAsync per tensor; segments: caching allocator over cudaMalloc segments "
                  "(PyTorch's default); drift: the same, each iteration's tensors at other offsets than the last "
-                 "one's (as PyTorch's may be); malloc: cudaMalloc per tensor")
+                 "one's (as PyTorch's may be); malloc: cudaMalloc per tensor. Default: as PyTorch chooses, async "
+                 "where PYTORCH_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) holds backend:cudaMallocAsync (libkarma.so "
+                 "sets it), else segments")
       ->check(CLI::IsMember({"async", "segments", "drift", "malloc"}))
       ->capture_default_str();
   cli.add_option("--width", shape.width, "features per layer")->check(CLI::Range(1, 4096))->capture_default_str();
