@@ -22,8 +22,7 @@ bool Near(double a, double b) { return std::fabs(a - b) <= 1e-9 + 1e-9 * std::fa
 struct Copy {
   bool busy = false;
   double end = 0;
-  uint32_t action = 0;  // or the buffer of a write-back
-  bool write_back = false;
+  uint32_t action = 0;
 };
 
 struct Buf {
@@ -34,7 +33,6 @@ struct Buf {
   uint32_t host_value = kNoValue;  // the value in host memory
   int copying_out = 0;   // swap-outs issued (their anchor op ended) and not finished
   bool free_after_copy = false;
-  bool write_back_due = false;  // its dead value holds device memory until written back (SimInput::written_back)
 };
 
 class Replay {
@@ -52,7 +50,6 @@ class Replay {
       if (e.t + 1e-12 < last_t) return Bad(fmt::format("events go back in time ({} after {})", e.t, last_t));
       last_t = e.t;
       now_ = e.t;
-      if (e.kind != SimEvent::kWriteBackStart && e.kind != SimEvent::kWriteBackEnd) work_end_ = now_;
       KARMA_RETURN_IF_ERROR(Apply(e));
     }
     return Finish();
@@ -87,12 +84,6 @@ class Replay {
         }
       }
       seq_.push_back({op, trace::kNone, {}});
-    }
-    // The buffers a recompute writes (in place or to scratch): never written back (Die).
-    recomputed_.assign(it_.buffers.size(), false);
-    for (const ComputeItem& c : seq_) {
-      if (c.action == trace::kNone) continue;
-      for (trace::BufferId b : in_.access.ops[c.op].writes) recomputed_[b] = true;
     }
     // A value dies at its last read before the buffer is overwritten (or at the buffer's last use).
     dies_after_.assign(seq_.size(), {});
@@ -177,18 +168,6 @@ class Replay {
     }
     return Status::Ok();
   }
-  // A value dies: in memory the application keeps it is written back first, unless some recompute of the plan
-  // writes the buffer, in place or to scratch (SimInput::written_back).
-  void Die(trace::BufferId b) {
-    Buf& s = buf_[b];
-    if (in_.WrittenBack(b) && !recomputed_[b] && s.on_device && !s.arriving && s.copying_out == 0 &&
-        !s.write_back_due) {
-      s.write_back_due = true;
-      return;
-    }
-    Release(b);
-  }
-
   void Release(trace::BufferId b) {
     Buf& s = buf_[b];
     if (s.copying_out > 0) {
@@ -218,8 +197,6 @@ class Replay {
       case SimEvent::kCopyStart: return CopyStart(e.index);
       case SimEvent::kCopyEnd: return CopyEnd(e.index);
       case SimEvent::kDiscard: return Discard(e.index);
-      case SimEvent::kWriteBackStart: return WriteBackStart(e.index);
-      case SimEvent::kWriteBackEnd: return WriteBackEnd(e.index);
     }
     return Bad("unknown event kind");
   }
@@ -280,9 +257,6 @@ class Replay {
       if (c.ViaScratch(b)) continue;
       Buf& s = buf_[b];
       if (s.copying_out > 0) return Bad(fmt::format("op {} writes buffer {} before its write-back", c.op, b));
-      if (s.write_back_due) {
-        return Bad(fmt::format("op {} writes buffer {} before its dead value's write-back has ended", c.op, b));
-      }
       if (s.leaving) return Bad(fmt::format("op {} writes buffer {} after its swap-out was issued", c.op, b));
       if (s.arriving) return Bad(fmt::format("op {} writes buffer {} while it is swapped in", c.op, b));
       if (!s.on_device) {
@@ -377,7 +351,7 @@ class Replay {
     const OpAccess& a = in_.access.ops[c.op];
     for (trace::BufferId b : a.writes) (c.ViaScratch(b) ? scratch_value_[b] : buf_[b].value) = c.op;
     for (trace::BufferId b : dies_after_[k]) {
-      if (!persistent_[b]) (paging_ ? Release(b) : Die(b));
+      if (!persistent_[b]) Release(b);
     }
     if (!c.scratch.empty() && (k + 1 == seq_.size() || seq_[k + 1].action != c.action)) {
       used_ -= c.ScratchBytes(it_);
@@ -413,9 +387,9 @@ class Replay {
     if (now_ + 1e-12 < issued) return Bad(fmt::format("action {} starts before its anchor op ended", i));
     Buf& s = buf_[a.buffer];
     if (a.kind == ActionKind::kSwapOut) {
-      if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while the device-to-host engine copies", i));
+      if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while swap-out {} copies", i, d2h_.action));
       if (!s.on_device || s.arriving) return Bad(fmt::format("swap-out of buffer {}, not on the device", a.buffer));
-      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw(), i, false};
+      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw(), i};
       pending_host_value_[i] = s.value;
       return Status::Ok();
     }
@@ -426,7 +400,7 @@ class Replay {
     s.on_device = true;
     s.arriving = true;
     s.value = s.host_value;
-    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw(), i, false};
+    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw(), i};
     return Allocate(a.buffer, "the swap-in");
   }
 
@@ -434,9 +408,7 @@ class Replay {
     if (i >= plan_.actions.size()) return Bad(fmt::format("copy end of unknown action {}", i));
     const Action& a = plan_.actions[i];
     Copy& engine = a.kind == ActionKind::kSwapOut ? d2h_ : h2d_;
-    if (!engine.busy || engine.write_back || engine.action != i) {
-      return Bad(fmt::format("action {} ends without having started", i));
-    }
+    if (!engine.busy || engine.action != i) return Bad(fmt::format("action {} ends without having started", i));
     if (!Near(now_, engine.end)) return Bad(fmt::format("copy {} ends at the wrong time", i));
     engine.busy = false;
     Buf& s = buf_[a.buffer];
@@ -468,28 +440,7 @@ class Replay {
     Buf& s = buf_[a.buffer];
     if (s.arriving) return Bad(fmt::format("discard of buffer {} while it is swapped in", a.buffer));
     s.leaving = false;
-    Die(a.buffer);
-    return Status::Ok();
-  }
-
-  Status WriteBackStart(uint32_t b) {
-    if (b >= buf_.size() || !buf_[b].write_back_due) {
-      return Bad(fmt::format("write-back of buffer {}, whose value is not a dead one due for it", b));
-    }
-    if (paging_) return Bad(fmt::format("write-back of buffer {} starts while a paged op runs", b));
-    if (d2h_.busy) return Bad(fmt::format("write-back of buffer {} starts while the device-to-host engine copies", b));
-    d2h_ = {true, now_ + static_cast<double>(Bytes(b)) / in_.hw.d2h_bw(), b, true};
-    return Status::Ok();
-  }
-
-  Status WriteBackEnd(uint32_t b) {
-    if (!d2h_.busy || !d2h_.write_back || d2h_.action != b) {
-      return Bad(fmt::format("write-back of buffer {} ends without having started", b));
-    }
-    if (!Near(now_, d2h_.end)) return Bad(fmt::format("write-back of buffer {} ends at the wrong time", b));
-    d2h_.busy = false;
-    buf_[b].write_back_due = false;
-    Release(b);
+    Release(a.buffer);
     return Status::Ok();
   }
 
@@ -503,7 +454,6 @@ class Replay {
     }
     for (size_t b = 0; b < buf_.size(); ++b) {
       const Buf& s = buf_[b];
-      if (s.write_back_due) return Bad(fmt::format("buffer {} ends with its dead value not written back", b));
       const bool dead = in_.access.dead_at_wrap[b];
       if (!persistent_[b]) {
         if (s.on_device) return Bad(fmt::format("buffer {} is left on the device", b));
@@ -524,10 +474,8 @@ class Replay {
     if (peak_ != r_.peak_bytes) {
       return Bad(fmt::format("the replay peaks at {} bytes, the simulator reported {}", peak_, r_.peak_bytes));
     }
-    // Write-backs still running at the end overlap the next iteration (SimResult::iteration_s).
-    if (!Near(work_end_, r_.iteration_s)) {
-      return Bad(fmt::format("the last event other than a write-back is at {}s, the simulator reported {}s", work_end_,
-                             r_.iteration_s));
+    if (!Near(now_, r_.iteration_s)) {
+      return Bad(fmt::format("the last event is at {}s, the simulator reported {}s", now_, r_.iteration_s));
     }
     return Status::Ok();
   }
@@ -548,7 +496,6 @@ class Replay {
   std::vector<std::vector<uint32_t>> expect_;
   std::vector<uint32_t> final_;
   std::vector<bool> persistent_, host_home_;
-  std::vector<bool> recomputed_;  // per buffer: some recompute writes it
   std::vector<Buf> buf_;
   std::vector<std::vector<uint32_t>> anchored_;
   std::vector<int> seen_;
@@ -556,7 +503,6 @@ class Replay {
   std::unordered_map<uint32_t, uint32_t> pending_host_value_;
   uint64_t used_ = 0, peak_ = 0;
   double now_ = 0, compute_began_ = 0;
-  double work_end_ = 0;  // the last event other than a write-back's
   double expected_s_ = 0;  // the running item's duration
   size_t next_ = 0;
   bool computing_ = false;

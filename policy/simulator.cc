@@ -21,7 +21,6 @@ struct BufState {
   bool host_valid = false;
   bool leaving = false;        // a swap-out that frees it was issued: no op may use it until it is back
   bool being_written = false;  // the running compute item writes it
-  bool writing_back = false;   // its dead value is queued for or in a write-back (SimInput::written_back)
   uint32_t d2h_pending = 0;   // swap-outs issued and not finished: frees wait for them
   bool free_when_copied = false;
   uint32_t uses_left = 0;
@@ -52,7 +51,7 @@ class Simulation {
     }
     if (!CheckEnd()) return r_;
     r_.feasible = true;
-    r_.iteration_s = end_;
+    r_.iteration_s = now_;
     r_.stall_s = std::max(0.0, r_.iteration_s - r_.compute_s - r_.recompute_s);
     return r_;
   }
@@ -143,12 +142,6 @@ class Simulation {
         return false;
       }
     }
-    // The buffers some recompute writes, in place or to scratch (Die).
-    rebuilt_.assign(it.buffers.size(), false);
-    for (const ComputeItem& c : r_.sequence) {
-      if (c.action == trace::kNone) continue;
-      for (trace::BufferId b : in_.access.ops[c.op].writes) rebuilt_[b] = true;
-    }
     waits_in_.assign(it.ops.size(), 0);
     waits_out_.assign(it.ops.size(), 0);
     for (uint32_t i = 0; i < plan_.actions.size(); ++i) {
@@ -190,7 +183,7 @@ class Simulation {
             return;
           }
           s.leaving = false;
-          Die(a.buffer);
+          Free(a.buffer);
           break;
         case ActionKind::kRecompute: break;
       }
@@ -203,18 +196,6 @@ class Simulation {
   bool LastOfAction(size_t k) const {
     return r_.sequence[k].action != trace::kNone &&
            (k + 1 == r_.sequence.size() || r_.sequence[k + 1].action != r_.sequence[k].action);
-  }
-
-  // A value dies. In memory the application keeps it leaves by a write-back, unless some recompute of the plan
-  // writes the buffer, in place or to scratch (SimInput::written_back).
-  void Die(trace::BufferId b) {
-    BufState& s = buf_[b];
-    if (!in_.WrittenBack(b) || rebuilt_[b] || s.dev != Dev::kValid || s.d2h_pending > 0 || s.writing_back) {
-      Free(b);
-      return;
-    }
-    s.writing_back = true;
-    d2h_q_.push_back(kWriteBack | b);
   }
 
   void Free(trace::BufferId b) {
@@ -250,41 +231,22 @@ class Simulation {
   bool TryD2H() {
     if (paging_ || drain_ || d2h_busy_ || d2h_head_ >= d2h_q_.size()) return false;
     const uint32_t i = d2h_q_[d2h_head_];
-    if ((i & kWriteBack) != 0) {
-      const trace::BufferId b = i & ~kWriteBack;
-      StartD2H(B(b).bytes);
-      r_.written_back_bytes += B(b).bytes;
-      Record(SimEvent::kWriteBackStart, b);
-      return true;
-    }
     const Action& a = plan_.actions[i];
     BufState& s = buf_[a.buffer];
     if (s.being_written) return false;
-    StartD2H(B(a.buffer).bytes);
+    d2h_head_++;
+    d2h_busy_ = true;
+    d2h_action_ = i;
+    const double secs = static_cast<double>(B(a.buffer).bytes) / in_.hw.d2h_bw();
+    d2h_end_ = now_ + secs;
+    r_.d2h_busy_s += secs;
     r_.swap_out_bytes += B(a.buffer).bytes;
     Record(SimEvent::kCopyStart, i);
     return true;
   }
 
-  // The device-to-host engine takes the head of its queue, `bytes` long.
-  void StartD2H(uint64_t bytes) {
-    d2h_action_ = d2h_q_[d2h_head_++];
-    d2h_busy_ = true;
-    const double secs = static_cast<double>(bytes) / in_.hw.d2h_bw();
-    d2h_end_ = now_ + secs;
-    r_.d2h_busy_s += secs;
-  }
-
   void FinishD2H() {
     d2h_busy_ = false;
-    if ((d2h_action_ & kWriteBack) != 0) {
-      const trace::BufferId b = d2h_action_ & ~kWriteBack;
-      buf_[b].writing_back = false;
-      Record(SimEvent::kWriteBackEnd, b);
-      Free(b);
-      return;
-    }
-    end_ = now_;
     const Action& a = plan_.actions[d2h_action_];
     BufState& s = buf_[a.buffer];
     s.d2h_pending--;
@@ -303,8 +265,7 @@ class Simulation {
     const uint32_t i = h2d_q_[h2d_head_];
     const Action& a = plan_.actions[i];
     BufState& s = buf_[a.buffer];
-    // Its swap-out, or its dead value's write-back, has not finished: the copy back waits.
-    if (s.d2h_pending > 0 || s.leaving || s.writing_back) return false;
+    if (s.d2h_pending > 0 || s.leaving) return false;  // its swap-out has not finished: the copy back waits
     if (s.dev != Dev::kAbsent) {
       fail_ = fmt::format("swap-in of {} after op {}: it is already on the device", Describe(a.buffer), a.after);
       return false;
@@ -335,7 +296,6 @@ class Simulation {
 
   void FinishH2D() {
     h2d_busy_ = false;
-    end_ = now_;
     const Action& a = plan_.actions[h2d_action_];
     buf_[a.buffer].dev = Dev::kValid;
     Record(SimEvent::kCopyEnd, h2d_action_);
@@ -372,7 +332,7 @@ class Simulation {
         fail_ = fmt::format("{} writes {} after a swap-out that frees it was issued", DescribeItem(next_), Describe(b));
         return false;
       }
-      if (s.d2h_pending > 0 || s.writing_back || s.dev == Dev::kArriving) return false;
+      if (s.d2h_pending > 0 || s.dev == Dev::kArriving) return false;
       if (s.dev == Dev::kAbsent) need += B(b).bytes;
     }
     if (used_ + need > in_.capacity) return false;
@@ -411,7 +371,7 @@ class Simulation {
         fail_ = fmt::format("{} writes {} after a swap-out that frees it was issued", DescribeItem(next_), Describe(b));
         return false;
       }
-      if (s.d2h_pending > 0 || s.writing_back || s.dev == Dev::kArriving) return false;
+      if (s.d2h_pending > 0 || s.dev == Dev::kArriving) return false;
       (s.dev == Dev::kValid ? resident : fresh) += B(b).bytes;
     }
     const uint64_t working = resident + faulted + fresh;
@@ -455,7 +415,6 @@ class Simulation {
 
   void FinishCompute() {
     comp_busy_ = false;
-    end_ = now_;
     const ComputeItem& c = r_.sequence[comp_item_];
     const OpAccess& a = in_.access.ops[c.op];
     Record(SimEvent::kComputeEnd, static_cast<uint32_t>(comp_item_));
@@ -479,7 +438,7 @@ class Simulation {
       }
       SetUsed(paged_end_used_);
     } else {
-      for (trace::BufferId b : free_after_[comp_item_]) Die(b);
+      for (trace::BufferId b : free_after_[comp_item_]) Free(b);
     }
     if (c.action == trace::kNone) done_ops_ = static_cast<int64_t>(c.op) + 1;
   }
@@ -578,10 +537,6 @@ class Simulation {
   bool comp_busy_ = false, h2d_busy_ = false, d2h_busy_ = false;
   double comp_end_ = 0, h2d_end_ = 0, d2h_end_ = 0;
   uint32_t h2d_action_ = 0, d2h_action_ = 0;
-  // A write-back in the device-to-host queue, beside the action indices: the buffer's id with this bit set.
-  static constexpr uint32_t kWriteBack = 0x80000000u;
-  std::vector<bool> rebuilt_;
-  double end_ = 0;               // when the last work other than a write-back ended
   bool paging_ = false;          // a paged op runs: no copy starts
   bool drain_ = false;           // a paged op is ready but for the copy engines: no new copy starts
   uint64_t paged_end_used_ = 0;  // device bytes once the running paged op ends
@@ -609,15 +564,6 @@ SimInput MakeSimInput(const trace::Iteration& it, const HwProfile& hw, uint64_t 
     in.working_set[i] = bytes;
   }
   return in;
-}
-
-std::vector<bool> KeptMemoryBuffers(const trace::Iteration& it, const AccessModel& access) {
-  std::vector<bool> kept(it.buffers.size(), true);
-  for (const trace::Event& e : it.events) {
-    if (e.buffer < kept.size()) kept[e.buffer] = false;
-  }
-  for (size_t b = 0; b < kept.size(); ++b) kept[b] = kept[b] && !access.persistent[b];
-  return kept;
 }
 
 std::vector<ComputeItem> ComputeSequence(const Plan& plan, size_t num_ops) {

@@ -24,21 +24,8 @@ struct SimInput {
   // paged (a plan over managed memory); see Simulate.
   std::vector<uint64_t> working_set;
   bool Paged(trace::OpId op) const { return working_set[op] > capacity; }
-  // Per buffer (empty: none): its dead values leave the device by a write-back. Memory the application keeps, a
-  // caching allocator's segments, is never freed, and the runtime cannot discard a value at its last use (nothing
-  // tells it the application is done with those bytes), so it evicts it: the device-to-host engine copies it, in
-  // order with the swap-outs, and only then is its memory free. Buffers that some recompute of the plan writes
-  // (in place or to scratch) are not charged: the runtime discards their values for the recompute, and charging
-  // their other deaths as well chose plans that replayed slower on simcuda (docs/runtime-e2e.md). Empty for memory
-  // the application frees (the free discards it).
-  std::vector<bool> written_back;
-  bool WrittenBack(trace::BufferId b) const { return b < written_back.size() && written_back[b]; }
 };
 SimInput MakeSimInput(const trace::Iteration& it, const HwProfile& hw, uint64_t capacity);
-// SimInput::written_back for an iteration over memory the application keeps, judged from the trace alone: every
-// non-persistent buffer that no alloc or free event of the iteration names (libkarma.so knows more: the memory's
-// origin and page ownership, rt::WrittenBackWhenDead).
-std::vector<bool> KeptMemoryBuffers(const trace::Iteration& it, const AccessModel& access);
 
 // One item the compute engine runs: an op of the iteration, or an op re-run by a recompute action.
 struct ComputeItem {
@@ -91,25 +78,21 @@ PagedEnd SettlePagedOp(const SimInput& in, trace::OpId op, uint64_t capacity, Is
 
 // What happened, in the order the simulator processed it (times are non-decreasing).
 struct SimEvent {
-  enum Kind : uint8_t { kComputeStart, kComputeEnd, kCopyStart, kCopyEnd, kDiscard, kWriteBackStart, kWriteBackEnd };
+  enum Kind : uint8_t { kComputeStart, kComputeEnd, kCopyStart, kCopyEnd, kDiscard };
   Kind kind;
   double t;
-  // compute events: index into ComputeSequence; copy and discard events: action index; write-back events: buffer
-  uint32_t index;
+  uint32_t index;  // compute events: index into ComputeSequence; copy and discard events: action index
 };
 
 struct SimResult {
   bool feasible = false;
   std::string reason;              // why not, when infeasible
-  // Until every engine is idle and every action done, but for dead values' write-backs still running at the end:
-  // in the steady state those overlap the next iteration.
-  double iteration_s = 0;
+  double iteration_s = 0;          // until every engine is idle and every action done
   double compute_s = 0;            // the iteration's own ops
   double recompute_s = 0;          // re-run ops
   double stall_s = 0;              // iteration_s - compute_s - recompute_s: compute engine idle
   double h2d_busy_s = 0, d2h_busy_s = 0;
   uint64_t swap_in_bytes = 0, swap_out_bytes = 0;
-  uint64_t written_back_bytes = 0;  // dead values' write-backs (SimInput::written_back), not in swap_out_bytes
   uint64_t peak_bytes = 0;         // most device bytes allocated at once (in-flight swap-ins included)
   uint32_t paged_ops = 0;          // compute items that ran paged (their working set exceeds the capacity)
   double paging_s = 0;             // time those spent faulting and evicting (part of the stall)

@@ -41,11 +41,8 @@ std::string DefaultPlanCacheDir() {
 }
 
 std::string PlanCacheKey(const policy::SimInput& in, const SolverOptions& options) {
-  std::string key = fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
-                                SettingsHash(options));
-  // Dead values written back (SimInput::written_back) make other plans for the same trace.
-  if (const std::string tag = policy::FlagSetTag(in.written_back); !tag.empty()) key += "-w" + tag;
-  return key;
+  return fmt::format("{}-{:016x}", policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity),
+                     SettingsHash(options));
 }
 
 Result<policy::Plan> PlanKarmaCached(const policy::SimInput& in, const SolverOptions& options, const std::string& dir,

@@ -26,10 +26,6 @@
     "With explicit iteration markers: how many marked iterations run before the one that is recorded.")         \
   X(KARMA_ARENA_SEGMENT, kBytes, "256MiB", "",                                                                  \
     "Size of each managed-memory segment the allocation arena reserves (larger requests get their own).")       \
-  X(KARMA_RERUN_KERNELS, kBool, "1", "",                                                                        \
-    "In the recorded iteration, run a kernel that changed memory the iteration did not allocate once more, on "  \
-    "copies of its operands, to learn where its writes end; 0: never (such tensors then end at the next "         \
-    "pointer seen, and their kernels are not recomputed).")                                                     \
   X(KARMA_BATCH_MOVES, kBool, "1", "",                                                                         \
     "Issue the prefetches and evictions that leave at one point as one batched managed-memory call; 0: one "      \
     "call per range (on an H100 the batched call blocked the calling thread for its transfer).")                \

@@ -50,7 +50,6 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
     c.arena_segment_bytes = 2ull << 20;
   }
   c.live_view = env.flag(EnvVar::KARMA_LIVE);
-  c.rerun_kernels = env.flag(EnvVar::KARMA_RERUN_KERNELS);
   c.batch_moves = env.flag(EnvVar::KARMA_BATCH_MOVES);
   c.move_threads = env.flag(EnvVar::KARMA_MOVE_THREADS);
   c.per_tensor = env.text(EnvVar::KARMA_ALLOCATORS) != "keep";

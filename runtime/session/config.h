@@ -25,7 +25,6 @@ struct SessionConfig {
   uint32_t warmup_iterations = 1;
   uint64_t arena_segment_bytes = 256ull << 20;
   bool live_view = true;
-  bool rerun_kernels = true;  // KARMA_RERUN_KERNELS: the run on copies in the recorded iteration
   bool move_threads = true;   // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
   bool batch_moves = true;    // KARMA_BATCH_MOVES: one batched call per point for prefetches and evictions
   bool per_tensor = true;     // KARMA_ALLOCATORS=per-tensor: frameworks allocate each tensor (AllocatorSwitches)

@@ -27,7 +27,8 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
 // exact operands, and the streams, prefetches, discards and copies of the replay executor.
 #define KARMA_CUDA_API_TABLE(X)            \
   X(kCudart, cudaMallocManaged)            \
-  X(kCudart, cudaFree)                     \
+  X(kCudart, cudaMallocHost)               \
+  X(kCudart, cudaFreeHost)                 \
   X(kCudart, cudaMemGetInfo)               \
   X(kCudart, cudaGetDevice)                \
   X(kCudart, cudaSetDevice)                \

@@ -194,8 +194,7 @@ void Executor::SampleDeviceLocked(uint32_t pos) {
   const uint64_t used = total > free ? total - free : 0;
   live::RaiseTo(peak_device_, used);
   if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
-  const uint64_t kept = pos < prog_->kept_bytes.size() ? prog_->kept_bytes[pos] : 0;
-  const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos] + kept);
+  const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos]);
   sampled_.Merge({.iterations = 0, .samples = 1, .peak = used, .above_min = above, .above_max = above,
                   .above_max_at = pos});
 }
@@ -320,10 +319,6 @@ void Executor::Flush() {
 }
 
 void Executor::StartIterationLocked(uint64_t n) {
-  if (replaced_ != 0) {
-    KARMA_LOG(kDebug, "{} sub-buffers found elsewhere than in the iteration before", replaced_);
-    replaced_ = 0;
-  }
   iteration_++;
   // The iteration that ends here, for its time (ProgramTime).
   const IterationTag ended{serial_, replayed_, running_ && !diverged_};
@@ -375,8 +370,6 @@ void Executor::StartIterationLocked(uint64_t n) {
     rejected_ops_.resize(prog_->period, false);
     launches_ = prog_->relaunch;
     evicted_.clear();  // the previous program's buffers
-    shift_.assign(prog_->buffers.size(), 0);
-    placed_in_.assign(prog_->buffers.size(), UINT64_MAX);
     replayed_ = 0;
     peak_position_ = static_cast<uint32_t>(
         std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
@@ -408,9 +401,6 @@ void Executor::StartIterationLocked(uint64_t n) {
   const ReplayProgram& p = *prog_;
   stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
   prefetched_.assign(p.actions, nullptr);
-  // A dead value evicted at the end of the last iteration is repopulated in this one, after that write-back.
-  evicted_before_ = std::move(evicted_);
-  evicted_before_.resize(p.buffers.size(), nullptr);
   evicted_.assign(p.buffers.size(), nullptr);
   away_.assign(p.buffers.size(), 0);
   discarded_for_.assign(p.recomputes.size(), false);
@@ -439,8 +429,7 @@ void Executor::SetLaunch(uint32_t position, Relaunch launch) {
   fresh_[position] = true;
 }
 
-uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands,
-                          bool* wants_launch, const HoldsPointer& holds_pointer, const ReadPointer& read_pointer) {
+uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch) {
   *wants_launch = false;
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
@@ -459,14 +448,12 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, std::spa
       DivergeLocked();
       return kNoPosition;
     }
-    if (pos < prog.anchors.size() && !prog.anchors[pos].empty()) PlaceAnchoredLocked(pos, read_pointer);
     // Actions anchored after the previous op go out now rather than right after its launch: the frees the
     // application makes in between (the plan's "freed after its last use") then happen before the prefetches
     // that count on that room.
     if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
     IssueDeferredLocked(UINT32_MAX);
     for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
-    if (!prog.overwritten[pos].empty()) RepopulateLocked(pos, stream, operands, holds_pointer);
     for (uint32_t a : prog.waits[pos]) {
       if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
       cudaEvent_t done = prefetched_[a];
@@ -516,55 +503,26 @@ void Executor::After(uint32_t pos, bool ok) {
   }
 }
 
-void Executor::PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer) {
-  if (!read_pointer) return;
-  const ReplayProgram& p = *prog_;
-  for (const Anchor& a : p.anchors[pos]) {
-    Pointer now;
-    if (!read_pointer(a.slot, &now)) continue;
-    const uint64_t shift = now.value - a.pointer;
-    for (trace::BufferId b : a.buffers) {
-      const uint64_t addr = p.buffers[b].address + shift;
-      // Bytes past the allocation are no tensor's: the operand no longer shows this sub-buffer.
-      if (addr < now.alloc_start || addr - now.alloc_start > now.alloc_bytes ||
-          p.buffers[b].bytes > now.alloc_start + now.alloc_bytes - addr) {
-        continue;
-      }
-      if (shift_[b] != shift) {
-        shift_[b] = shift;
-        away_[b] = 0;  // its new place is not one the executor moved
-        replaced_++;
-      }
-      placed_in_[b] = iteration_;
-    }
-  }
-}
-
-bool Executor::PlacedLocked(trace::BufferId b) const {
-  return b >= prog_->anchored.size() || !prog_->anchored[b] || placed_in_[b] == iteration_;
-}
-
 bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
   const ReplayBuffer& rb = prog_->buffers[b];
   r->bytes = rb.bytes;
   if (!rb.allocated_inside) {
-    r->addr = rb.address + shift_[b];
+    r->addr = rb.address;
     return true;
   }
   if (rb.alloc_ordinal >= alloc_base_.size()) return false;
   const uint64_t base = alloc_base_[rb.alloc_ordinal];
   if (base == 0 || alloc_freed_[rb.alloc_ordinal]) return false;
-  r->addr = base + (rb.address - rb.alloc_start);
+  r->addr = base;
   return true;
 }
 
 bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
   if (!AddressLocked(b, r)) return false;
-  // A whole large arena block owns its last, partly used page too: moving or discarding up to that page's end
-  // frees it (a discard frees only pages it covers entirely).
+  // A large arena block owns its last, partly used page too: moving or discarding up to that page's end frees
+  // it (a discard frees only pages it covers entirely).
   const ReplayBuffer& rb = prog_->buffers[b];
-  if (rb.origin == Origin::kArena && rb.address == rb.alloc_start && rb.bytes == rb.alloc_bytes &&
-      rb.bytes > kSmallLimit) {
+  if (rb.origin == Origin::kArena && rb.bytes > kSmallLimit) {
     r->bytes = PageUp(rb.bytes);
   }
   return true;
@@ -707,8 +665,8 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     Range r;
     if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
     ReplayProgram::Move move = it.move;
-    if (move == ReplayProgram::Move::kDiscard && (checks_[it.recompute] != Check::kValid ||
-                                                  alloc_iteration_ == untrusted_iteration_ || !PlacedLocked(it.buffer))) {
+    if (move == ReplayProgram::Move::kDiscard &&
+        (checks_[it.recompute] != Check::kValid || alloc_iteration_ == untrusted_iteration_)) {
       move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it, or not here: keep the value
     }
     switch (move) {
@@ -752,54 +710,6 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     deferred_.push_back({k, anchor});
     IssueDeferredLocked(UINT32_MAX);
   }
-}
-
-void Executor::RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
-                                const HoldsPointer& holds_pointer) {
-  LastErrorScope errors(api_);
-  // Everything the application ordered before the op (its stream's work and the events it waits on) is done
-  // before the pages change, and the write-backs of the evictions too: a discard racing any access to its range
-  // is undefined.
-  if (!OrderLocked(stream, aux_)) {
-    errors.Failed();
-    return;
-  }
-  std::vector<Range> fresh, back;
-  for (trace::BufferId b : prog_->overwritten[pos]) {
-    // Evicted after its last use, at the end of the last iteration (or, after a divergence, not at all: then
-    // it is still on the device).
-    cudaEvent_t evicted = evicted_[b] != nullptr ? evicted_[b] : evicted_before_[b];
-    Range r;
-    if (evicted == nullptr || !Movable(b) || !MoveRangeLocked(b, &r)) continue;
-    const Range owned = OwnedPages(r);  // what its eviction moved
-    if (owned.bytes == 0) continue;
-    ReadyLocked(evicted);
-    if (api_.cudaStreamWaitEvent(aux_, evicted, 0) != cudaSuccess) errors.Failed();
-    // The call as made now, not as recorded, must set every byte of those pages: a library call's operand says
-    // so, a kernel must get the pointer it was seen to write from (ReplayOp::written).
-    bool covered = false;
-    for (const Operand& o : operands) {
-      covered = covered || (o.access == Access::kWrite && o.whole && !o.workspace && o.ptr <= owned.addr &&
-                            owned.addr + owned.bytes <= o.ptr + o.bytes);
-    }
-    for (const auto& [recorded, bytes] : prog_->written[pos]) {
-      const uint64_t addr = recorded + shift_[b];  // where the write is if it moved with b
-      covered = covered || (addr <= owned.addr && owned.addr + owned.bytes <= addr + bytes && holds_pointer &&
-                            holds_pointer(addr));
-    }
-    (covered && api_.cudaMemDiscardAndPrefetchBatchAsync != nullptr ? fresh : back).push_back(owned);
-    away_[b] = 0;
-  }
-  if (!fresh.empty()) {
-    if (DiscardAndPrefetchLocked(fresh, aux_)) {
-      for (const Range& r : fresh) stats_->discarded_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-    } else {
-      back.insert(back.end(), fresh.begin(), fresh.end());
-    }
-  }
-  PrefetchLocked(back, aux_, true);
-  for (const Range& r : back) stats_->prefetched_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-  if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
 }
 
 bool Executor::RoomLocked(uint32_t k) const {
@@ -874,13 +784,6 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
   // Outputs whose memory holds a newer value by then go to scratch too.
   for (trace::BufferId b : rc.scratch) gone.push_back(b);
   if (gone.empty()) return {};
-  for (trace::BufferId b : gone) {
-    for (const std::vector<trace::BufferId>& span : rc.spans) {
-      if (!Has(span, b)) continue;
-      return fmt::format("buffer {} would go to scratch, but a launch writes it through one pointer with {} other "
-                         "buffer{}", b, span.size() - 1, span.size() == 2 ? "" : "s");
-    }
-  }
   // Scratch slots are shared by outputs whose uses within the recompute do not overlap (one layer's temporary
   // dies before the next layer's is born), as the plan's memory assumes.
   struct Slot {
@@ -938,10 +841,10 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
     for (trace::BufferId b : p.uses[op]) {
       const ReplayBuffer& rb = p.buffers[b];
       // Where the launch's pointer points: this iteration's place for a fresh launch, the recording's else.
-      uint64_t from = rb.address + (fresh_[op] ? shift_[b] : 0);
+      uint64_t from = rb.address;
       if (fresh_[op] && rb.allocated_inside) {
         if (rb.alloc_ordinal >= alloc_base_.size() || alloc_base_[rb.alloc_ordinal] == 0) continue;
-        from = alloc_base_[rb.alloc_ordinal] + (rb.address - rb.alloc_start);
+        from = alloc_base_[rb.alloc_ordinal];
       }
       uint64_t to = 0;
       for (const auto& [gone, scratch] : redirected) {

@@ -84,20 +84,8 @@ class Executor {
   bool armed() const { return armed_.load(std::memory_order_relaxed); }
 
   // Before op number `n`'s real call; returns its position for After(), or kNoPosition when nothing is replayed.
-  // `operands`: the call's pointer operands whose direction the API states (library calls, copies, memsets).
   // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).
-  // `holds_pointer`: for a kernel, whether its arguments hold a given pointer (asked only where the plan relies
-  // on where the kernel writes); empty: unknown.
-  // `read_pointer`: the pointer this call passes at an operand slot (ops.h) and the allocation it lies in; false
-  // when the call has no such word or it points into no allocation the executor may move. Empty: unknown.
-  using HoldsPointer = std::function<bool(uint64_t)>;
-  struct Pointer {
-    uint64_t value = 0;
-    uint64_t alloc_start = 0, alloc_bytes = 0;
-  };
-  using ReadPointer = std::function<bool(uint32_t slot, Pointer*)>;
-  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, std::span<const Operand> operands, bool* wants_launch,
-                  const HoldsPointer& holds_pointer = {}, const ReadPointer& read_pointer = {});
+  uint32_t Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch);
   // This iteration's launch of the op at `position`: a recompute re-runs ops with the arguments of the current
   // iteration (random seeds and step counters change between iterations).
   void SetLaunch(uint32_t position, Relaunch launch);
@@ -150,7 +138,7 @@ class Executor {
   // Device residency in steady replayed iterations (from a program's kTimedFrom-th replayed iteration on, those
   // that did not diverge; the last one, which no iteration start ends, is left out): cudaMemGetInfo's used bytes
   // where residency is sampled, and how far they exceed what the program holds for the op about to run there
-  // (the plan's device bytes and the dead values it keeps). The least excess is memory outside the plan present
+  // (the plan's device bytes). The least excess is memory outside the plan present
   // throughout (the CUDA context beyond what it held before the first allocation, modules loaded since, library
   // memory, buffers' page rounding); the rest of the most is what the replay held beyond the program.
   struct Residency {
@@ -221,11 +209,6 @@ class Executor {
   // Samples cudaMemGetInfo for the run's peak and, where the program's bytes for the op at `pos` are known
   // (`pos` < period), for the iteration's residency against the plan.
   void SampleDeviceLocked(uint32_t pos);
-  // Where the op at `pos` shows its anchored sub-buffers to be (ReplayProgram::anchors).
-  void PlaceAnchoredLocked(uint32_t pos, const ReadPointer& read_pointer);
-  // Whether a discard of b would hit b: an anchored sub-buffer only once an operand has shown where it is in this
-  // iteration.
-  bool PlacedLocked(trace::BufferId b) const;
   // Where buffer b is now; false when its allocation is not live in this iteration.
   bool AddressLocked(trace::BufferId b, Range* r) const;
   // The range a prefetch, eviction or discard of b covers: its bytes, or its arena block's whole pages.
@@ -262,14 +245,8 @@ class Executor {
   // call, the legacy stream, or an error).
   bool DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
-  // The program's dead values that the op at `pos` overwrites: discarded and populated on the device right
-  // before it (no transfer) where `operands` write all their pages, else brought back; the op waits either way.
-  void RepopulateLocked(uint32_t pos, StreamKey stream, std::span<const Operand> operands,
-                        const HoldsPointer& holds_pointer);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
-  // scratch address). Empty when they are placed, else why not: an input is gone, or an output that must go to
-  // scratch shares an operand with other buffers (the launch would write them all from its scratch slot, past
-  // the slot's end).
+  // scratch address). Empty when they are placed, else why not (an input is gone).
   std::string PlaceLocked(const ReplayProgram::Recompute& rc,
                           std::vector<std::pair<trace::BufferId, uint64_t>>* redirected);
   // Issues the recompute's launches. A launch captured in this iteration holds this iteration's pointers; a
@@ -313,13 +290,7 @@ class Executor {
   std::vector<bool> alloc_freed_;
   std::vector<cudaEvent_t> prefetched_;  // per plan action: the swap-in's completion event, when issued
   std::vector<cudaEvent_t> evicted_;     // per buffer: its last eviction's completion event
-  std::vector<cudaEvent_t> evicted_before_;  // the same for the previous iteration (its events are not reused yet)
   std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
-  // Per buffer in memory the application keeps: how far from its recorded address the application's operands
-  // last showed it (an anchored sub-buffer; 0 for the others), and the iteration they showed it in.
-  std::vector<uint64_t> shift_;
-  std::vector<uint64_t> placed_in_;
-  uint64_t replaced_ = 0;  // anchored sub-buffers found elsewhere than the iteration before (for the log)
   std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
   uint32_t divergent_streak_ = 0;
   uint32_t replayed_ = 0;       // iterations of the running program started so far

@@ -55,7 +55,7 @@ OpDesc Copy(uint64_t dst, uint64_t src, uint64_t bytes, cudaMemcpyKind kind, boo
   d.stream = stream;
   // 2D copies skip the pitch padding: their extent is not width x height, so it is left unknown.
   const uint64_t extent = two_d ? 0 : bytes;
-  d.operands = {{src, Access::kRead, false, extent}, {dst, Access::kWrite, false, extent, !two_d}};
+  d.operands = {{src, Access::kRead, false, extent}, {dst, Access::kWrite, false, extent}};
   d.shape = rt::HashMix(bytes, static_cast<uint64_t>(kind));
   d.bytes = 2 * bytes;
   return d;
@@ -72,7 +72,7 @@ OpDesc BatchCopy(const Dst* dsts, const Src* srcs, const size_t* sizes, size_t c
   d.operands.reserve(2 * count);
   for (size_t i = 0; i < count; ++i) {
     d.operands.push_back({AddressOf(srcs[i]), Access::kRead, false, sizes[i]});
-    d.operands.push_back({AddressOf(dsts[i]), Access::kWrite, false, sizes[i], true});
+    d.operands.push_back({AddressOf(dsts[i]), Access::kWrite, false, sizes[i]});
     d.shape = rt::HashMix(d.shape, sizes[i]);
     d.bytes += 2 * sizes[i];
   }
@@ -84,7 +84,7 @@ OpDesc Memset(uint64_t dst, uint64_t bytes, bool two_d, StreamKey stream) {
   d.kind = trace::OpKind::kMemset;
   d.name = two_d ? "memset2D" : "memset";
   d.stream = stream;
-  d.operands = {{dst, Access::kWrite, false, two_d ? 0 : bytes, !two_d}};
+  d.operands = {{dst, Access::kWrite, false, two_d ? 0 : bytes}};
   d.shape = bytes;
   d.bytes = bytes;
   return d;

@@ -92,14 +92,14 @@ OpDesc GemmOp(const char* name, const GemmShape& g, const GemmContext& c, const 
   const int a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
   const int b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
   d.operands.push_back({AddressOf(A), Access::kRead, false,
-                        extent(a_rows, a_cols, g.lda, g.stride_a, DataTypeBytes(a_type)), false,
+                        extent(a_rows, a_cols, g.lda, g.stride_a, DataTypeBytes(a_type)),
                         !dense(a_rows, a_cols, g.lda, g.stride_a)});
   d.operands.push_back({AddressOf(B), Access::kRead, false,
-                        extent(b_rows, b_cols, g.ldb, g.stride_b, DataTypeBytes(b_type)), false,
+                        extent(b_rows, b_cols, g.ldb, g.stride_b, DataTypeBytes(b_type)),
                         !dense(b_rows, b_cols, g.ldb, g.stride_b)});
   const bool dense_c = dense(g.m, g.n, g.ldc, g.stride_c);
   d.operands.push_back({AddressOf(C), beta_zero ? Access::kWrite : Access::kReadWrite, false,
-                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type)), beta_zero && dense_c, !dense_c});
+                        extent(g.m, g.n, g.ldc, g.stride_c, DataTypeBytes(c_type)), !dense_c});
   if (c.scalars_on_device) {
     d.operands.push_back({AddressOf(alpha), Access::kRead, false});
     d.operands.push_back({AddressOf(beta), Access::kRead, false});
@@ -282,7 +282,6 @@ void StateExtent(OpDesc* d, const void* ptr, const ConvTensor& t) {
     if (o.ptr != AddressOf(ptr) || o.workspace) continue;
     o.bytes = t.span;
     o.gaps = t.gaps;
-    o.whole = o.access == Access::kWrite && !t.gaps;
   }
 }
 

@@ -13,22 +13,12 @@ namespace karma::rt {
 
 enum class Access : uint8_t { kRead = 1, kWrite = 2, kReadWrite = 3, kTouch = 4 };
 
-// Where a pointer operand sits in a call, so that the same operand of a later call can be read: a word of the
-// kernel's arguments (parameter index << 15 | byte offset inside the parameter), a word of cuLaunchKernel's packed
-// argument buffer (kExtraSlot | byte offset), or a library call's operand (kOperandSlot | index).
-constexpr uint32_t kNoSlot = UINT32_MAX;
-constexpr uint32_t kExtraSlot = 1u << 31;
-constexpr uint32_t kOperandSlot = 1u << 30;
-
 // A pointer operand whose direction the API defines (library calls, copies, memsets).
 struct Operand {
   uint64_t ptr = 0;
   Access access = Access::kTouch;
   bool workspace = false;  // scratch memory of a library call
   uint64_t bytes = 0;      // the exact extent from ptr when the API tells it (GEMM operands, copies); 0: unknown
-  // Writes: every byte of the extent gets a new value (a dense GEMM output with beta 0, a 1D copy or memset); a
-  // GEMM whose leading dimension exceeds its rows leaves the bytes between columns alone.
-  bool whole = false;
   // The extent has bytes the operand skips (a leading dimension above the rows, room between a batch's matrices):
   // they may belong to another tensor, and a write leaves them as they were.
   bool gaps = false;

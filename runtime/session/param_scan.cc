@@ -12,43 +12,22 @@ constexpr size_t kMaxParams = 32764;
 // `extra` is a short list of (key, value) pairs; a longer one is not a valid array.
 constexpr int kMaxExtraPairs = 64;
 
-// Parameter slots: index << kIndexShift | byte offset (ops.h).
-constexpr uint32_t kIndexShift = 15;
-constexpr uint32_t kOffsetMask = (1u << kIndexShift) - 1;
-
-// Calls f(word, slot) for every aligned 8-byte word of [p, p + size) until f returns true; true when it did. The
-// word at byte offset `off` has slot `base | off`.
+// Calls f(word) for every aligned 8-byte word of [p, p + size).
 template <typename F>
-bool AnyWord(const void* p, size_t size, uint32_t base, F f) {
+void EachWord(const void* p, size_t size, F f) {
   const auto* bytes = static_cast<const unsigned char*>(p);
   for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
     uint64_t word;
     std::memcpy(&word, bytes + off, sizeof(word));  // arguments need not be 8-byte aligned in host memory
-    if (f(word, base | static_cast<uint32_t>(off))) return true;
+    f(word);
   }
-  return false;
 }
 
-// The same over every parameter a layout describes (parameters shorter than a pointer cannot hold one).
-template <typename F>
-bool AnyParamWord(const ParamLayout& layout, void* const* args, F f) {
-  if (!layout.known || args == nullptr) return false;
-  for (size_t i = 0; i < layout.params.size(); ++i) {
-    const size_t size = std::min<size_t>(layout.params[i].size, kOffsetMask + 1);
-    if (args[i] != nullptr && size >= sizeof(uint64_t) &&
-        AnyWord(args[i], size, static_cast<uint32_t>(i) << kIndexShift, f)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// A visitor that records every word pointing into a registered buffer (and never stops the scan).
+// A visitor that records every word pointing into a registered buffer.
 auto Collector(const Registry::Reader& registry, std::vector<PointerHit>* hits) {
-  return [&registry, hits](uint64_t word, uint32_t slot) {
-    if (word == 0) return false;
-    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e, slot});
-    return false;
+  return [&registry, hits](uint64_t word) {
+    if (word == 0) return;
+    if (const BufferEntry* e = registry.Find(word)) hits->push_back(PointerHit{word, *e});
   };
 }
 
@@ -94,40 +73,16 @@ const ParamLayout& ParamLayouts::ForDriver(CUfunction func) {
 
 void ScanKernelArgs(const ParamLayout& layout, void* const* args, const Registry::Reader& registry,
                     std::vector<PointerHit>* hits) {
-  AnyParamWord(layout, args, Collector(registry, hits));
+  if (!layout.known || args == nullptr) return;
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    // Parameters shorter than a pointer cannot hold one.
+    const size_t size = std::min<size_t>(layout.params[i].size, kMaxParams);
+    if (args[i] != nullptr && size >= sizeof(uint64_t)) EachWord(args[i], size, Collector(registry, hits));
+  }
 }
 
 void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& registry, std::vector<PointerHit>* hits) {
-  if (data != nullptr) AnyWord(data, std::min<size_t>(size, kOperandSlot), kExtraSlot, Collector(registry, hits));
-}
-
-bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word) {
-  auto is = [word](uint64_t w, uint32_t) { return w == word; };
-  const void* data = nullptr;
-  size_t size = 0;
-  return (FindExtraBuffer(extra, &data, &size) && AnyWord(data, size, kExtraSlot, is)) ||
-         AnyParamWord(layout, args, is);
-}
-
-bool ReadArgWord(const ParamLayout& layout, void* const* args, void* const* extra, uint32_t slot, uint64_t* word) {
-  const unsigned char* p = nullptr;
-  if (slot == kNoSlot || (slot & kOperandSlot) != 0) return false;
-  if ((slot & kExtraSlot) != 0) {
-    const void* data = nullptr;
-    size_t size = 0;
-    const size_t off = slot & ~kExtraSlot;
-    if (!FindExtraBuffer(extra, &data, &size) || off + sizeof(uint64_t) > size) return false;
-    p = static_cast<const unsigned char*>(data) + off;
-  } else {
-    const size_t i = slot >> kIndexShift, off = slot & kOffsetMask;
-    if (!layout.known || args == nullptr || i >= layout.params.size() || args[i] == nullptr ||
-        off + sizeof(uint64_t) > layout.params[i].size) {
-      return false;
-    }
-    p = static_cast<const unsigned char*>(args[i]) + off;
-  }
-  std::memcpy(word, p, sizeof(*word));
-  return true;
+  if (data != nullptr) EachWord(data, std::min<size_t>(size, kMaxParams), Collector(registry, hits));
 }
 
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size) {

@@ -39,7 +39,6 @@ class ParamLayouts {
 struct PointerHit {
   uint64_t value = 0;  // the pointer as passed (may point inside the buffer)
   BufferEntry buffer;
-  uint32_t slot = kNoSlot;
 };
 
 // Appends a hit for every 8-byte-aligned word of every parameter (struct parameters included) that lies inside
@@ -48,11 +47,6 @@ void ScanKernelArgs(const ParamLayout& layout, void* const* args, const Registry
                     std::vector<PointerHit>* hits);
 // The same over a packed argument buffer (cuLaunchKernel's `extra` CU_LAUNCH_PARAM_BUFFER_POINTER).
 void ScanArgBuffer(const void* data, size_t size, const Registry::Reader& registry, std::vector<PointerHit>* hits);
-// Whether an aligned 8-byte word of the arguments (or of the packed `extra` buffer) equals `word`.
-bool ArgsHoldWord(const ParamLayout& layout, void* const* args, void* const* extra, uint64_t word);
-// The word at `slot` of a kernel's arguments (a slot ScanKernelArgs or ScanArgBuffer reported); false when the
-// launch has no such word.
-bool ReadArgWord(const ParamLayout& layout, void* const* args, void* const* extra, uint32_t slot, uint64_t* word);
 // Finds the packed buffer in a cuLaunchKernel `extra` array; false when there is none.
 bool FindExtraBuffer(void* const* extra, const void** data, size_t* size);
 

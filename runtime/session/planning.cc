@@ -69,17 +69,24 @@ trace::Iteration PlanningIteration(const trace::Iteration& it) {
     std::vector<trace::BufferId>& reads = p.ops[e.before_op - 1].reads;
     if (std::find(reads.begin(), reads.end(), e.buffer) == reads.end()) reads.push_back(e.buffer);
   }
-  return p;
-}
-
-std::vector<bool> WrittenBackWhenDead(const RecordedIteration& rec, const policy::AccessModel& acc) {
-  std::vector<bool> out(rec.buffers.size(), false);
-  for (size_t b = 0; b < rec.buffers.size() && b < acc.persistent.size(); ++b) {
-    const ReplayBuffer& rb = rec.buffers[b];
-    out[b] = !acc.persistent[b] && !rb.allocated_inside && rb.origin == Origin::kArena &&
-             OwnedPageBytes(rb.address, rb.bytes) > 0;
+  // Memory the application keeps (allocated before the iteration: weights, optimizer state, a caching allocator's
+  // segments) holds its bytes from one iteration to the next: KARMA cannot tell when a value in it is dead, so it
+  // never discards one there, and the plan counts it as held throughout (its first use reads it).
+  std::vector<bool> inside(p.buffers.size(), false);
+  for (const trace::Event& e : p.events) {
+    if (e.kind == trace::EventKind::kAlloc && e.buffer < inside.size()) inside[e.buffer] = true;
   }
-  return out;
+  std::vector<bool> seen(p.buffers.size(), false);
+  for (trace::Op& op : p.ops) {
+    for (const auto* list : {&op.reads, &op.writes, &op.touches}) {
+      for (trace::BufferId b : *list) {
+        if (b >= seen.size() || seen[b]) continue;
+        seen[b] = true;
+        if (!inside[b] && std::find(op.reads.begin(), op.reads.end(), b) == op.reads.end()) op.reads.push_back(b);
+      }
+    }
+  }
+  return p;
 }
 
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
@@ -88,31 +95,11 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
     const trace::Op& op = rec.it.ops[i];
     bool exact = rec.ops[i].relaunch != nullptr;
     for (const auto* list : {&op.writes, &op.touches}) {
-      for (trace::BufferId b : *list) exact = exact && rec.buffers[b].exact && !rec.buffers[b].shared_scratch;
+      for (trace::BufferId b : *list) exact = exact && rec.buffers[b].exact;
     }
     ok[i] = exact;
   }
   return ok;
-}
-
-std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan) {
-  std::vector<trace::OpId> out;
-  for (const policy::Action& a : plan.actions) {
-    if (a.kind != policy::ActionKind::kRecompute || a.scratch.empty()) continue;
-    for (trace::OpId op : a.ops) {
-      if (op >= rec.ops.size()) continue;
-      for (const std::vector<trace::BufferId>& span : rec.ops[op].spans) {
-        if (std::none_of(span.begin(), span.end(), [&](trace::BufferId b) {
-              return std::find(a.scratch.begin(), a.scratch.end(), b) != a.scratch.end();
-            })) {
-          continue;
-        }
-        if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
-      }
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
@@ -137,7 +124,6 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   if (!req.cache_dir.empty()) out.path = req.cache_dir + "/" + out.key + ".plan.json";
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
-  in.written_back = WrittenBackWhenDead(rec, in.access);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
   const std::vector<trace::Lifetime> lifetimes = trace::ComputeLifetimes(planning);
   out.incore_peak_bytes = trace::IdealMemory(planning, lifetimes).peak_bytes;
@@ -173,27 +159,16 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
     in.access.recomputable[i] = in.access.recomputable[i] && can[i] && !excluded;
   }
   policy::Evaluation e;
-  // A plan whose recompute would write a scratch output through a pointer it shares with other buffers is made
-  // again without recomputing those ops (each round excludes more; the executor's check refuses what remains).
-  constexpr int kRounds = 4;
-  for (int round = 0;; ++round) {
-    if (req.ilp) {
-      solver::SolverOptions options;
-      options.progress = nullptr;  // the application's stderr is not the planner's
-      options.cancel = req.cancel;
-      e = solver::Evaluate("karma", in, {}, options);
-      solver::FreeThreadSolverMemory();  // the worker thread's GLPK environment
-    } else {
-      e = policy::Evaluate("karma", in);
-    }
-    if (!e.feasible) return Infeasible(e.reason);
-    const std::vector<trace::OpId> shared = ScratchThroughSharedOperands(rec, e.plan);
-    if (shared.empty() || round + 1 == kRounds) break;
-    KARMA_LOG(kInfo, "planning again without recomputing {} op{} that would write scratch through a pointer shared "
-              "with other buffers (first: op {}, {})", shared.size(), shared.size() == 1 ? "" : "s", shared.front(),
-              rec.it.ops[shared.front()].name);
-    for (trace::OpId op : shared) in.access.recomputable[op] = false;
+  if (req.ilp) {
+    solver::SolverOptions options;
+    options.progress = nullptr;  // the application's stderr is not the planner's
+    options.cancel = req.cancel;
+    e = solver::Evaluate("karma", in, {}, options);
+    solver::FreeThreadSolverMemory();  // the worker thread's GLPK environment
+  } else {
+    e = policy::Evaluate("karma", in);
   }
+  if (!e.feasible) return Infeasible(e.reason);
   out.plan = std::move(e.plan);
   out.plan.fingerprint = out.key;
   out.plan.profile = policy::ProfileLabel(req.profile);

@@ -70,24 +70,14 @@ std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity);
 
 // What the planner sees: the recorded iteration with every buffer the arena does not pack into a slab (above 1
 // MiB) rounded up to whole residency pages (64 KiB: the arena gives such buffers pages of their own, and
-// residency moves by page), so that a plan within the capacity keeps the device within it.
+// residency moves by page), so that a plan within the capacity keeps the device within it; a buffer read by the
+// op before its late free (the device holds it until then); and memory the application keeps (no allocation in
+// the iteration) read by its first use, so that its value is live throughout: KARMA moves it, never drops it.
 trace::Iteration PlanningIteration(const trace::Iteration& it);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
-// GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact) — nothing else may be rebuilt — and
-// is no library call's scratch memory that also holds tensors (ReplayBuffer::shared_scratch).
+// GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact): nothing else may be rebuilt.
 std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
-
-// Per buffer, whether its dead values leave the device by a write-back (policy::SimInput::written_back): memory
-// the application keeps (not allocated inside the iteration, in the arena, not persistent), where the executor
-// evicts a value after its last use because it cannot tell that the application is done with those bytes. Only
-// buffers that own a whole residency page: the executor moves no others.
-std::vector<bool> WrittenBackWhenDead(const RecordedIteration& rec, const policy::AccessModel& acc);
-
-// The ops of `plan`'s recomputes that would write a scratch output (policy::Action::scratch) through an operand
-// that also covers other buffers (ReplayOp::spans): the launch writes them all from the one pointer, so the output
-// cannot be moved to scratch alone (the executor would refuse the recompute at its check). Ascending.
-std::vector<trace::OpId> ScratchThroughSharedOperands(const RecordedIteration& rec, const policy::Plan& plan);
 
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
 // (they vary from run to run on a GPU), the profile (policy::ProfileLabel), the capacity and

@@ -70,6 +70,14 @@ uint64_t Registry::bytes(Origin origin) const {
   return bytes_[static_cast<int>(origin)];
 }
 
+std::vector<BufferEntry> Registry::Entries() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<BufferEntry> out;
+  out.reserve(by_start_.size());
+  for (const auto& [start, e] : by_start_) out.push_back(e);
+  return out;
+}
+
 const BufferEntry* Registry::Reader::Find(uint64_t p) const { return r_.FindLocked(p); }
 
 }  // namespace karma::rt

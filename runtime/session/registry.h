@@ -47,6 +47,8 @@ class Registry {
   bool Find(uint64_t p, BufferEntry* out) const;
   size_t size() const;
   uint64_t bytes(Origin origin) const;
+  // Every live entry, in address order.
+  std::vector<BufferEntry> Entries() const;
 
   // Many lookups under one lock: for scanning a launch's parameters.
   class Reader {

@@ -20,25 +20,13 @@ namespace karma::rt {
 //  - swap-in: prefetch to the device on the host-to-device stream; the waiting op's stream waits for it only
 //    if it has not completed; swap-ins that leave at the same point go in one batch call per waiting op, in the
 //    order the ops come, so that an op never waits for data a later op needs;
-//  - discard: only for buffers a recompute rebuilds (exact ones). A discard whose value is needed again (the
-//    host copy is current) becomes an eviction; one whose value is dead is left to the free of its allocation
-//    (the executor discards freed arena blocks) or, for memory that is never freed inside the iteration,
-//    becomes an eviction — a dead value discarded early would be read as poison if the application diverged;
+//  - discard: only for buffers a recompute rebuilds (exact ones: allocations made and freed inside the
+//    iteration). A discard whose value is needed again (the host copy is current) becomes an eviction; one whose
+//    value is dead is left to the free of its allocation (the executor discards freed arena blocks). Memory the
+//    application keeps holds live values throughout as far as the plan knows (PlanningIteration): it is only
+//    evicted and prefetched, with its bytes;
 //  - recompute: the recorded launches issued again on the waiting op's stream right before it; its scratch outputs
-//    (policy::Action::scratch) go to the executor's scratch memory, never into the buffer. In memory the
-//    application keeps, a buffer a recompute writes without reading it first (one that crosses into later blocks,
-//    which the plan keeps and the recompute writes again on its way) holds a dead value from its last use before
-//    that recompute, which the plan counts as free memory: it is discarded there for that recompute, as a target.
-//  - dead values in memory the application keeps (a caching allocator's segments, never freed inside the
-//    iteration): the plan counts them as gone after their last use; they stay on the device where the plan leaves
-//    room over their whole dead time, else they are evicted after their last use (never discarded: their extent
-//    is not known to be one tensor's) and prefetched shortly before the next iteration's first use, which waits;
-//    when that use is a library call, copy or memset that overwrites the buffer without reading it, or a kernel the
-//    profiling iteration saw write all of it without reading it (ReplayOp::written), its pages are instead
-//    discarded and populated right before the call, with no transfer, once the call's own operands (a kernel's:
-//    the pointer it was seen to write from) show that it writes every byte of them (`overwritten`);
-//  - a value the plan discards as dead until a later write in the iteration, in memory the application keeps: the
-//    same — evicted, then repopulated or brought back for that write (`renewed`).
+//    (policy::Action::scratch) go to the executor's scratch memory, never into the buffer.
 struct ReplayProgram {
   enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
   struct Item {
@@ -57,8 +45,6 @@ struct ReplayProgram {
     std::vector<trace::BufferId> used;      // every buffer its ops use, less `scratch`
     // Outputs that go to scratch memory (policy::Action::scratch: their memory holds a newer value by then).
     std::vector<trace::BufferId> scratch;
-    // Its ops' operands that cover several buffers (ReplayOp::spans): none of those can go to scratch.
-    std::vector<std::vector<trace::BufferId>> spans;
   };
 
   uint32_t period = 0;
@@ -66,7 +52,6 @@ struct ReplayProgram {
   std::vector<StreamKey> stream;                  // per position: the op's stream
   std::vector<ReplayBuffer> buffers;              // per trace buffer
   std::vector<uint64_t> alloc_size;               // per allocation ordinal of the iteration: its size
-  std::vector<std::vector<trace::BufferId>> in_allocation;  // per ordinal: the buffers inside it
   // after[0]: issued before op 0 (the plan's "at start"); after[p + 1]: once op p has completed.
   std::vector<std::vector<Item>> after;
   // Per entry of `after`: buffers the plan counts as freed by then (their last use has passed) that the
@@ -77,28 +62,12 @@ struct ReplayProgram {
   std::vector<std::vector<uint32_t>> recompute_before;  // per position: indices into recomputes
   std::vector<Recompute> recomputes;
   std::vector<std::vector<trace::BufferId>> reads;  // per position: buffers the op reads (demand paging if away)
-  // Per position: dead values evicted after their last use that the op, as recorded, overwrites without reading.
-  std::vector<std::vector<trace::BufferId>> overwritten;
   std::vector<Relaunch> relaunch;                 // per op, as recorded
-  // Per op: ranges (address, bytes) a kernel writes entirely without reading them (ReplayOp::written).
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> written;
   std::vector<bool> in_recompute;                 // per op: some recompute re-runs it (its launch is kept fresh)
-  // Per op: its operands into memory the application sub-allocates and keeps, which show where their sub-buffers
-  // are in this iteration (Anchor); per buffer: whether some op's operand shows that (`anchored`). Such a buffer
-  // is found where the last of those operands put it; one whose place this iteration has not shown yet is not
-  // discarded (the executor evicts it instead: a discard at last iteration's place might hit another tensor).
-  std::vector<std::vector<Anchor>> anchors;
-  std::vector<bool> anchored;
   std::vector<std::vector<trace::BufferId>> uses;  // per op: every buffer it reads, writes or touches
   // Per position: the plan's most device bytes while the op and the recomputes right before it run.
   std::vector<uint64_t> planned_bytes;
-  std::vector<uint64_t> kept_bytes;               // per position: dead values left on the device (dead_kept)
-  size_t actions = 0;                             // of the plan, plus the prefetches of dead values (numbered after)
-  size_t dead_evictions = 0;                      // evictions of dead values the application does not free
-  size_t dead_kept = 0;                           // dead values left on the device where the plan has room
-  size_t renewed = 0;     // plan evictions of values dead until a later write, in memory the application keeps
-  // Of dead_evictions and renewed: repopulated before an overwrite instead of brought back (`overwritten`).
-  size_t repopulated = 0;
+  size_t actions = 0;                             // of the plan
   // Evictions of buffers a plan swap-in brought back with nothing writing them since (memory the application
   // keeps): a read-duplicated copy could leave without a write-back. Counted for the log.
   size_t duplicable = 0;

@@ -32,27 +32,7 @@ constexpr uint64_t kShapeFallbackBoundaries = 4;
 // replaced when their median is more than kTrialSlower times that plan's.
 constexpr uint32_t kTrialIterations = 3;
 constexpr double kTrialSlower = 1.02;
-// A probe compares at most this much of a sub-buffer before and after its first touch.
-constexpr uint64_t kMaxProbeBytes = 64ull << 20;
-// A kernel is run again on copies of its operands (Session::TestOverwrites) only while they take at most this
-// much, and each copy has a guard of this much after it, where a write past the range would show.
-constexpr uint64_t kMaxTestBytes = 64ull << 20;
-constexpr uint64_t kTestGuard = 64ull << 10;
-// The copies reserve room up to the end of each range's allocation, and hold what the application's memory holds
-// there (a device-to-device copy).
-constexpr uint64_t kMaxTestReserve = 256ull << 20;
-constexpr unsigned char kGuardByte = 0xa5;
-// Each copy sits at its range's address modulo this: a kernel's vector loads and stores need the alignment its
-// pointers had (a float4 access through a pointer moved by 4 bytes is a misaligned address, and that error ends
-// the CUDA context). CUDA allocations are 256-byte aligned; 4 KiB covers any alignment a kernel can rely on.
-constexpr uint64_t kCopyAlign = 4096;
 Session* g_process_session = nullptr;
-
-// A copy the session needs at once (probes, the run on copies): issued on the op's stream and waited for.
-bool CopyAndWait(const CudaApi& api, void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
-                 cudaStream_t s) {
-  return api.cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess && api.cudaStreamSynchronize(s) == cudaSuccess;
-}
 
 const char* PartName(Part p) {
   switch (p) {
@@ -116,7 +96,7 @@ void OpScope::End(bool ok) noexcept {
   }
   if (ok && !op_->probes.empty()) {
     try {
-      session_->FinishProbes(*op_);
+      session_->probes_.After(*rec_, *op_);
     } catch (...) {
       op_->probes.clear();
     }
@@ -449,300 +429,18 @@ const std::string& Session::KernelName(const OpDesc& d) {
   return it->second;
 }
 
-void Session::NoteOffsetsLocked(const std::vector<Touch>& touches) {
-  for (const Touch& t : touches) {
-    const uint64_t offset = t.operand.ptr - t.buffer.start;
-    if (offset == 0) continue;
-    std::vector<uint64_t>& v = offsets_[t.buffer.serial];
-    auto it = std::lower_bound(v.begin(), v.end(), offset);
-    if (it != v.end() && *it == offset) continue;
-    if (v.size() >= 4096) continue;  // bounded: only a guide for the profiling prefetch
-    v.insert(it, offset);
-  }
-}
-
-void Session::RotateOffsetsLocked() {
-  offsets_before_ = std::move(offsets_);
-  offsets_.clear();
-}
-
-uint64_t Session::GuessExtentLocked(const Touch& t) const {
-  const BufferEntry& b = t.buffer;
-  const uint64_t offset = t.operand.ptr - b.start;
-  if (t.operand.bytes != 0) return std::min(t.operand.bytes, b.size - std::min(b.size, offset));
-  uint64_t end = b.size;
-  for (const auto* known : {&offsets_, &offsets_before_}) {
-    auto it = known->find(b.serial);
-    if (it == known->end()) continue;
-    auto next = std::upper_bound(it->second.begin(), it->second.end(), offset);
-    if (next != it->second.end()) end = std::min(end, *next);
-  }
-  return end > offset ? end - offset : 0;
-}
-
 void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device) {
   if (api_.cudaMemPrefetchAsync == nullptr) return;
   const cudaStream_t s = StreamOf(d.stream);
   LastErrorScope errors(api_);
   for (const Touch& t : touches) {
-    if (!Movable(t.buffer.origin)) continue;
-    const uint64_t bytes = GuessExtentLocked(t);
-    if (bytes == 0) continue;
+    if (!Movable(t.buffer.origin) || t.buffer.size == 0) continue;
     cudaMemLocation loc{};
     loc.type = cudaMemLocationTypeDevice;
     loc.id = device;
-    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(t.operand.ptr), bytes, loc, 0, s) != cudaSuccess) {
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(t.buffer.start), t.buffer.size, loc, 0, s) !=
+        cudaSuccess) {
       errors.Failed();
-    }
-  }
-}
-
-void Session::ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches) {
-  if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) return;
-  AddWallNs<uint64_t> timed(op.cost.probe_ns);
-  Recording& rec = *recording_;
-  const cudaStream_t s = StreamOf(op.stream_key);
-  LastErrorScope errors(api_);
-  bool synced = false;
-  const bool testable = op.kind == trace::OpKind::kKernel && op.relaunch != nullptr;
-  bool all = testable;  // every pointer gets a probe
-  for (size_t i = 0, u = 0; i < touches.size(); ++i) {
-    const Touch& t = touches[i];
-    if (t.buffer.origin == Origin::kHostPinned) {
-      all = false;
-      continue;
-    }
-    const size_t use = u++;
-    const uint64_t offset = t.operand.ptr - t.buffer.start;
-    const bool first = rec.seen.insert({t.buffer.serial, offset}).second;
-    if (t.operand.access != Access::kTouch || !Movable(t.buffer.origin)) {
-      all = false;
-      continue;
-    }
-    const bool fresh = first && rec.Buffer(t.buffer).allocated_inside;  // its first use writes it
-    if (fresh && !testable) continue;
-    const uint64_t bytes = std::min<uint64_t>(GuessExtentLocked(t), kMaxProbeBytes);
-    if (bytes == 0) {
-      all = false;
-      continue;
-    }
-    Probe p;
-    p.use = use;
-    p.ptr = t.operand.ptr;
-    p.bytes = bytes;
-    p.alloc_end = t.buffer.start + t.buffer.size;
-    p.fresh = fresh;
-    if (fresh) {  // only compared when the kernel runs again
-      op.probes.push_back(std::move(p));
-      continue;
-    }
-    if (!synced) {
-      if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
-        errors.Failed();
-        return;
-      }
-      synced = true;
-    }
-    p.before.resize(bytes);
-    if (!CopyAndWait(api_, p.before.data(), reinterpret_cast<const void*>(p.ptr), bytes, cudaMemcpyDeviceToHost, s)) {
-      errors.Failed();
-      all = false;
-      continue;
-    }
-    op.cost.probe_bytes += bytes;
-    op.probes.push_back(std::move(p));
-  }
-  op.all_probed = all;
-}
-
-void Session::FinishProbes(RecordedOp& op) {
-  // Only ranges of fresh memory: nothing to compare, and no run on copies without a changed range.
-  if (std::all_of(op.probes.begin(), op.probes.end(), [](const Probe& p) { return p.fresh; })) {
-    op.probes.clear();
-    return;
-  }
-  const cudaStream_t s = StreamOf(op.stream_key);
-  bool any_changed = false, all_read = true;
-  {
-    AddWallNs<uint64_t> timed(op.cost.probe_ns);
-    LastErrorScope errors(api_);
-    if (api_.cudaStreamSynchronize(s) != cudaSuccess) {
-      errors.Failed();
-      return;
-    }
-    for (Probe& p : op.probes) {
-      if (p.fresh) continue;
-      p.after.resize(p.bytes);
-      if (!CopyAndWait(api_, p.after.data(), reinterpret_cast<const void*>(p.ptr), p.bytes, cudaMemcpyDeviceToHost,
-                       s)) {
-        errors.Failed();
-        all_read = false;
-        continue;
-      }
-      op.cost.probe_bytes += p.bytes;
-      op.uses[p.use].changed = p.after != p.before ? 1 : 0;
-      any_changed = any_changed || op.uses[p.use].changed == 1;
-    }
-  }
-  if (any_changed && all_read) TestOverwrites(op);
-  op.probes.clear();
-  op.probes.shrink_to_fit();
-}
-
-void Session::TestOverwrites(RecordedOp& op) {
-  // Every pointer the kernel got must start a probed range, so that the run on copies leaves the application's
-  // memory alone. Ranges are equal or disjoint (each ends where the next known pointer starts); copies are laid
-  // out in address order.
-  if (!config_.rerun_kernels || !op.all_probed || api_.cudaMallocManaged == nullptr || api_.cudaFree == nullptr) {
-    return;
-  }
-  std::vector<Probe*> ranges;
-  for (Probe& p : op.probes) ranges.push_back(&p);
-  std::sort(ranges.begin(), ranges.end(), [](const Probe* x, const Probe* y) { return x->ptr < y->ptr; });
-  ranges.erase(std::unique(ranges.begin(), ranges.end(),
-                           [](const Probe* x, const Probe* y) { return x->ptr == y->ptr && x->bytes == y->bytes; }),
-               ranges.end());
-  // Room up to the end of the allocation: a write past the range stays inside the copy, whatever its length.
-  auto room = [](const Probe& p) { return std::max(p.alloc_end - p.ptr, p.bytes + kTestGuard); };
-  uint64_t filled = 0, reserved = 0;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const Probe& p = *ranges[i];
-    if (i + 1 < ranges.size() && ranges[i + 1]->ptr < p.ptr + p.bytes) return;
-    filled += p.bytes + kTestGuard;
-    reserved += room(p) + 2 * kCopyAlign;  // and the alignment below (up to twice kCopyAlign - 1)
-  }
-  if (filled > kMaxTestBytes || reserved > kMaxTestReserve) return;
-  AddWallNs<uint64_t> timed(op.cost.rerun_ns);
-  const cudaStream_t s = StreamOf(op.stream_key);
-  LastErrorScope errors(api_);
-  // A fresh allocation per op, freed after its runs. One allocation kept for the whole recording (its pages in use
-  // discarded after each op) recorded 1.5-4x faster on simcuda, but on an H100 GPT-2 under PyTorch then lost its
-  // context to an illegal address during the recording, in every run, also with the scratch cleared before each
-  // op's copies; with one allocation per op it had recorded (docs/gpu-results.md, runs 6, 8 and 9).
-  void* scratch = nullptr;
-  if (api_.cudaMallocManaged(&scratch, reserved, cudaMemAttachGlobal) != cudaSuccess) {
-    errors.Failed();
-    return;
-  }
-  auto copy = [&](void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind) {
-    op.cost.rerun_bytes += bytes;
-    if (CopyAndWait(api_, dst, src, bytes, kind, s)) return true;
-    errors.Failed();
-    return false;
-  };
-  auto changed = [&](const Probe& p) { return p.fresh || op.uses[p.use].changed == 1; };
-  // The copies are laid out in address order, each at its range's address modulo kCopyAlign, with room up to its
-  // allocation's end.
-  AddressMap map;
-  std::vector<uint64_t> at;
-  uint64_t next = reinterpret_cast<uint64_t>(scratch);
-  for (const Probe* p : ranges) {
-    next = AlignUp(next, kCopyAlign) + p->ptr % kCopyAlign;
-    map.entries.push_back({p->ptr, p->bytes, next});
-    at.push_back(next);
-    next += room(*p);
-  }
-  // A pointer just past a range (an end pointer) goes just past its copy.
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    map.entries.push_back({ranges[i]->ptr + ranges[i]->bytes, 1, at[i] + ranges[i]->bytes});
-  }
-  bool ok = true;
-  for (Probe* p : ranges) {
-    if (!p->fresh) continue;
-    p->after.resize(p->bytes);
-    ok = ok && copy(p->after.data(), reinterpret_cast<const void*>(p->ptr), p->bytes, cudaMemcpyDeviceToHost);
-  }
-  // The first kTestGuard bytes after each range are read to the host, to tell a write past the range; past the
-  // allocation's end, the guard is kGuardByte.
-  std::vector<std::vector<unsigned char>> guards(ranges.size());
-  for (size_t i = 0; ok && i < ranges.size(); ++i) {
-    const Probe& p = *ranges[i];
-    const uint64_t end = p.ptr + p.bytes;
-    const uint64_t seen = std::min(p.alloc_end > end ? p.alloc_end - end : 0, kTestGuard);
-    guards[i].assign(kTestGuard, kGuardByte);
-    if (seen > 0) ok = copy(guards[i].data(), reinterpret_cast<const void*>(end), seen, cudaMemcpyDeviceToHost);
-  }
-  // One run on the copies. A range under test holds the complement of what the op left there (so that no byte
-  // it leaves alone can match); another range the op changed holds what the op found there (fresh memory: the
-  // complement too, it held nothing); the others hold their bytes. After each range comes what follows it in the
-  // application's memory, up to the allocation's end: a kernel may read past the next known pointer through its
-  // own (a strided view spans more than the range: `tokens[:, :-1]` and `tokens[:, 1:]` share a buffer), and what
-  // it reads there must be what it read the first time (an index read from anything else faults the context).
-  // A range under test whose copy comes out starting with what the op left, from other contents, and keeps its
-  // other bytes, is written up to there (a tensor can end before the next pointer: allocators round blocks up)
-  // and not read. Every range the op did not change must come out as it was, with every guard untouched.
-  std::vector<unsigned char> host;
-  auto run = [&](const std::vector<bool>& tested, std::vector<uint64_t>& written) {
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      const Probe& p = *ranges[i];
-      const uint64_t end = p.ptr + p.bytes;
-      const uint64_t tail = p.alloc_end > end ? p.alloc_end - end : 0;
-      const bool found = changed(p) && !tested[i] && !p.fresh;
-      host.assign(found ? p.before.begin() : p.after.begin(), found ? p.before.end() : p.after.end());
-      if (tested[i] || (changed(p) && !found)) {
-        for (unsigned char& c : host) c = static_cast<unsigned char>(~c);
-      }
-      host.insert(host.end(), guards[i].begin(), guards[i].end());
-      if (!copy(reinterpret_cast<void*>(at[i]), host.data(), host.size(), cudaMemcpyHostToDevice)) return false;
-      if (tail > kTestGuard && !copy(reinterpret_cast<void*>(at[i] + p.bytes + kTestGuard),
-                                     reinterpret_cast<const void*>(end + kTestGuard), tail - kTestGuard,
-                                     cudaMemcpyDefault)) {
-        return false;
-      }
-    }
-    op.cost.reruns++;
-    if (!(*op.relaunch)(map) || api_.cudaStreamSynchronize(s) != cudaSuccess) return false;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      const Probe& p = *ranges[i];
-      host.resize(p.bytes + kTestGuard);
-      if (!copy(host.data(), reinterpret_cast<const void*>(at[i]), host.size(), cudaMemcpyDeviceToHost)) return false;
-      if (!std::equal(guards[i].begin(), guards[i].end(), host.begin() + static_cast<std::ptrdiff_t>(p.bytes))) {
-        return false;
-      }
-      const auto set = static_cast<size_t>(
-          std::mismatch(p.after.begin(), p.after.end(), host.begin()).first - p.after.begin());
-      if (!changed(p)) {
-        if (set != p.bytes) return false;
-        continue;
-      }
-      if (!tested[i]) continue;
-      bool rest = true;  // the bytes after those still hold the complement of what the op left
-      for (size_t k = set; rest && k < p.bytes; ++k) rest = host[k] == static_cast<unsigned char>(~p.after[k]);
-      written[i] = rest ? set : 0;
-    }
-    return true;
-  };
-  // First every changed range under test at once. A range that then looks read may only have been computed from
-  // another one under test (z += b; a = f(z) updates z and writes a from it): where the op changed more than one
-  // range, each such range is tried again alone, the others as the op found them.
-  std::vector<bool> tested(ranges.size());
-  for (size_t i = 0; i < ranges.size(); ++i) tested[i] = changed(*ranges[i]);
-  std::vector<uint64_t> written(ranges.size(), 0);
-  // Named before its runs: a run that faults the device shows as the last of these lines (with
-  // CUDA_LAUNCH_BLOCKING=1, at once).
-  KARMA_LOG(kDebug, "{}: running again on copies of {} ranges ({} reserved)", op.name, ranges.size(),
-            FormatBytes(reserved));
-  ok = ok && run(tested, written);
-  if (ok && std::count(tested.begin(), tested.end(), true) > 1) {
-    for (size_t i = 0; ok && i < ranges.size(); ++i) {
-      if (!tested[i] || written[i] != 0 || ranges[i]->fresh) continue;
-      std::vector<bool> alone(ranges.size(), false);
-      alone[i] = true;
-      std::vector<uint64_t> w(ranges.size(), 0);
-      ok = run(alone, w);
-      written[i] = w[i];
-    }
-  }
-  if (api_.cudaFree(scratch) != cudaSuccess) errors.Failed();
-  if (!ok) {
-    KARMA_LOG(kDebug, "{}: run again on copies of its operands, it did not repeat what it did", op.name);
-    return;
-  }
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    for (Probe& p : op.probes) {
-      if (p.ptr != ranges[i]->ptr || !changed(p)) continue;
-      op.uses[p.use].written = written[i];
-      op.uses[p.use].updates = written[i] == 0;
     }
   }
 }
@@ -773,10 +471,9 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     op.uses.push_back(RecordedUse{t.buffer.serial, offset, std::min(t.operand.bytes, room), t.operand.access});
     op.uses.back().gaps = t.operand.gaps;
     op.uses.back().workspace = t.operand.workspace;
-    op.uses.back().slot = t.slot;
   }
   PrefetchOperandsLocked(d, touches, rec.device);
-  ProbeTouchesLocked(op, touches);
+  probes_.Before(rec, op);
   if (api_.cudaEventCreateWithFlags != nullptr && api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(api_);
     const cudaStream_t s = StreamOf(d.stream);
@@ -802,27 +499,7 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     // Launches captured into a graph run later, unseen: nothing is replayed around them.
     if (n != kNoIndex && executor_.armed() && capture_depth_.load(std::memory_order_relaxed) == 0) {
       bool wants_launch = false;
-      Executor::HoldsPointer holds;
-      if (d.kind == trace::OpKind::kKernel) {
-        holds = [this, &d](uint64_t word) { return ArgsHoldWord(LayoutOf(d), d.args, d.extra, word); };
-      }
-      auto read = [this, &d](uint32_t slot, Executor::Pointer* out) {
-        uint64_t word = 0;
-        if (slot == kNoSlot) return false;
-        if ((slot & kOperandSlot) != 0 && (slot & kExtraSlot) == 0) {
-          const size_t i = slot & ~kOperandSlot;
-          if (i >= d.operands.size()) return false;
-          word = d.operands[i].ptr;
-        } else if (d.kind != trace::OpKind::kKernel || !ReadArgWord(LayoutOf(d), d.args, d.extra, slot, &word)) {
-          return false;
-        }
-        Registry::Reader reader(registry_);
-        const BufferEntry* e = word != 0 ? reader.Find(word) : nullptr;
-        if (e == nullptr || !Movable(e->origin)) return false;
-        *out = Executor::Pointer{word, e->start, e->size};
-        return true;
-      };
-      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, d.operands, &wants_launch, holds, read);
+      scope.position_ = executor_.Before(n, ShapeSignature(d), d.stream, &wants_launch);
       if (scope.position_ != Executor::kNoPosition) scope.session_ = this;
       if (wants_launch) {
         try {
@@ -859,16 +536,15 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
         const void* buf = nullptr;
         size_t size = 0;
         if (FindExtraBuffer(d.extra, &buf, &size)) ScanArgBuffer(buf, size, reader, &hits);
-        for (const PointerHit& h : hits) touches.push_back(Touch{Operand{h.value, Access::kTouch}, h.buffer, h.slot});
+        for (const PointerHit& h : hits) touches.push_back(Touch{Operand{h.value, Access::kTouch}, h.buffer});
       } else {
         for (size_t i = 0; i < d.operands.size(); ++i) {
           const Operand& o = d.operands[i];
           const BufferEntry* e = o.ptr != 0 ? reader.Find(o.ptr) : nullptr;
-          if (e != nullptr) touches.push_back(Touch{o, *e, kOperandSlot | static_cast<uint32_t>(i)});
+          if (e != nullptr) touches.push_back(Touch{o, *e});
         }
       }
     }
-    NoteOffsetsLocked(touches);
     const uint64_t shape = ShapeSignature(d);
     if (!marker_mode_) {
       // What the iteration before this op left allocated: what was allocated for this op belongs to it.
@@ -935,9 +611,15 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
   return scope;
 }
 
+void Session::TimeIterationLocked() {
+  const auto now = std::chrono::steady_clock::now();
+  last_iteration_ns_ = boundary_at_ == std::chrono::steady_clock::time_point{} ? 0 : NsSince(boundary_at_);
+  boundary_at_ = now;
+}
+
 void Session::OnBoundaryLocked() {
   arena_.BeginIteration();
-  RotateOffsetsLocked();
+  TimeIterationLocked();
   stats_->iteration.fetch_add(1, std::memory_order_relaxed);
   if (recording_) {
     FinishRecordingLocked();
@@ -947,11 +629,8 @@ void Session::OnBoundaryLocked() {
 }
 
 void Session::StartRecordingLocked(bool by_marker) {
-  // The last iteration's pointers guess where a tensor ends (GuessExtentLocked) only if its tensors lay where this
-  // one's do, as the detector with offsets shows; by shapes alone, a stale one could cut a probe short inside its
-  // tensor.
-  if (use_shape_) offsets_before_.clear();
   auto rec = std::make_shared<Recording>();
+  rec->before_ns = last_iteration_ns_;
   rec->iteration = stats_->iteration.load(std::memory_order_relaxed);
   rec->by_marker = by_marker;
   if (api_.cudaGetDevice != nullptr) {
@@ -971,6 +650,20 @@ void Session::FinishRecordingLocked() {
   recording_.reset();
   recording_active_.store(false, std::memory_order_release);
   rec->t_end = std::chrono::steady_clock::now();
+  probes_.Release();
+  // Allocations since the last op belong to the next iteration (its first op has not been seen yet).
+  const auto next = [this](uint64_t serial) {
+    return std::any_of(pending_allocs_.begin(), pending_allocs_.end(),
+                       [&](const BufferEntry& p) { return p.serial == serial; });
+  };
+  for (const BufferEntry& e : registry_.Entries()) {
+    if (e.origin == Origin::kHostPinned || next(e.serial)) continue;
+    auto it = rec->buffers.find(e.serial);
+    if (it != rec->buffers.end() && it->second.used) continue;
+    rec->unused++;
+    rec->unused_bytes += e.size;
+    if (e.size > rec->largest_unused.size) rec->largest_unused = e;
+  }
   stats_->recorded_iteration.store(std::max<uint64_t>(rec->iteration, 1), std::memory_order_relaxed);
   SetState(live::State::kRecorded);
   observing_.store(false, std::memory_order_relaxed);
@@ -991,6 +684,7 @@ void Session::AbortRecordingLocked(const char* why) {
   std::shared_ptr<Recording> rec = std::move(recording_);
   recording_.reset();
   recording_active_.store(false, std::memory_order_release);
+  probes_.Release();
   SetState(live::State::kDetecting);
   KARMA_LOG(kInfo, "recording of iteration {} abandoned: {}", rec->iteration, why);
   auto release = [this, rec] {
@@ -1029,12 +723,17 @@ void Session::WriteTrace(const std::shared_ptr<Recording>& rec) {
         trace_path_ = path;
         KARMA_LOG(kInfo, "recorded iteration {} ({} ops, {} buffers) to {}", rec->iteration, it->it.ops.size(),
                   it->it.buffers.size(), path);
-        RecordedOp::ProbeCost cost;
-        for (const RecordedOp& op : rec->ops) cost += op.cost;
-        KARMA_LOG(kInfo, "recording took {:.2f} s of wall clock: probes {:.2f} s ({} copied to the host), {} runs on "
-                  "copies {:.2f} s ({} copied)", std::chrono::duration<double>(rec->t_end - rec->t0).count(),
-                  static_cast<double>(cost.probe_ns) / 1e9, FormatBytes(cost.probe_bytes), cost.reruns,
-                  static_cast<double>(cost.rerun_ns) / 1e9, FormatBytes(cost.rerun_bytes));
+        if (rec->unused != 0) {
+          KARMA_LOG(kInfo, "{} allocation{} the application held ({}) {} used by no op of the recorded iteration "
+                    "(the largest, {}, allocated at {}): not in the plan",
+                    rec->unused, rec->unused == 1 ? "" : "s", FormatBytes(rec->unused_bytes),
+                    rec->unused == 1 ? "was" : "were",
+                    FormatBytes(rec->largest_unused.size), sites_.Describe(rec->largest_unused.site));
+        }
+        KARMA_LOG(kInfo, "recording took {:.2f} s of wall clock (the iteration before it {:.2f} s): probes {:.2f} s "
+                  "({} hashed through pinned memory)", std::chrono::duration<double>(rec->t_end - rec->t0).count(),
+                  static_cast<double>(rec->before_ns) / 1e9, static_cast<double>(rec->probe_ns.load()) / 1e9,
+                  FormatBytes(rec->probe_bytes.load()));
       } else if (it.ok()) {
         trace_error_ = st.message();
         KARMA_LOG(kWarn, "the recorded iteration could not be written: {}", st.message());
@@ -1419,8 +1118,6 @@ void Session::RestartRecordingLocked() {
   by_shape_ = IterationDetector(ShapeDetectorOptions());
   use_shape_ = false;
   live_births_.clear();
-  offsets_.clear();
-  offsets_before_.clear();
   pending_allocs_.clear();
   counting_.store(false, std::memory_order_relaxed);
   counted_period_.store(0, std::memory_order_relaxed);
@@ -1456,7 +1153,7 @@ void Session::OnIterationMarker() noexcept {
     }
     markers_++;
     arena_.BeginIteration();
-    RotateOffsetsLocked();
+    TimeIterationLocked();
     if (executor_.armed()) executor_.OnMarker(op_counter_.load(std::memory_order_relaxed));
     stats_->iteration.store(markers_, std::memory_order_relaxed);
     // Allocations since the last op came before the marker: they are the ending iteration's.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "runtime/session/live_view.h"
 #include "runtime/session/ops.h"
 #include "runtime/session/param_scan.h"
+#include "runtime/session/probes.h"
 #include "runtime/session/recorder.h"
 #include "runtime/session/registry.h"
 #include "runtime/session/sites.h"
@@ -138,7 +140,6 @@ class Session {
   struct Touch {
     Operand operand;
     BufferEntry buffer;
-    uint32_t slot = kNoSlot;  // where the pointer sits in the call (ops.h)
   };
   // A kernel's parameter layout (queried once per function).
   const ParamLayout& LayoutOf(const OpDesc& d);
@@ -192,33 +193,14 @@ class Session {
   void FlushPendingAllocsLocked();
   RecordedOp* AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches, const ParamLayout* layout,
                           uint64_t shape);
-  // The profiling iteration: the op's buffers are brought to the device before its start event, so its measured
-  // duration is its own and not demand paging's.
+  // The profiling iteration: the op's allocations are brought to the device before its start event, so its
+  // measured duration is its own and not demand paging's.
   void PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device);
-  // Offsets inside allocations that pointers have shown while observing: where sub-buffers start. Kept for this
-  // iteration and the last one (rotated at each iteration start).
-  void NoteOffsetsLocked(const std::vector<Touch>& touches);
-  void RotateOffsetsLocked();
-  // A kernel pointer says nothing about direction, and the planner needs one: an op that only reads a weight can
-  // be re-run, one that writes it cannot; memory carried over from before the iteration (a caching allocator's
-  // segment) must be kept from the last iteration only if its first touch reads it. The profiling iteration
-  // copies what each kernel touches before and after the op and compares: unchanged is a read, changed a
-  // read-write (a write, at the first touch of carried-over memory). A hint for planning: recompute is
-  // validated against every buffer its kernels touch before it is trusted.
-  void ProbeTouchesLocked(RecordedOp& op, const std::vector<Touch>& touches);
-  void FinishProbes(RecordedOp& op);
-  // A kernel that changed carried-over memory may have written all of it without reading it (a new value in a
-  // caching allocator's block) or only part (an update in place): the pointer does not say. The profiling
-  // iteration runs it once more, on copies of every range its pointers start (in scratch memory, with the
-  // application's memory untouched), where what it changed holds other bytes: a range it sets again to exactly
-  // what it left, without writing into the guard after it, gets RecordedUse::written.
-  void TestOverwrites(RecordedOp& op);
-  // Where a kernel's sub-buffer ends: at the next offset this iteration or the last one showed in its allocation.
-  uint64_t GuessExtentLocked(const Touch& t) const;
   void WriteTrace(const std::shared_ptr<Recording>& rec);
 
   const SessionConfig config_;
   CudaApi api_;
+  Probes probes_{api_};
   const SymbolResolver late_resolver_;
   std::once_flag late_once_[kCudaLibCount];
   const int64_t pid_;
@@ -262,11 +244,11 @@ class Session {
   std::vector<BufferEntry> pending_allocs_;
   uint64_t last_op_signature_ = 0;  // ShapeSignature of the last op
   std::unordered_map<uint64_t, uint64_t> live_births_;  // birth group -> buffers of it alive (while observing)
-  // Per allocation serial: the sorted offsets pointers into it showed in this iteration and in the last one (a
-  // caching allocator may place an earlier iteration's tensors elsewhere).
-  std::unordered_map<uint64_t, std::vector<uint64_t>> offsets_, offsets_before_;
   uint64_t allocs_since_op_ = 0;
   uint64_t bytes_since_op_ = 0;
+  void TimeIterationLocked();  // at each iteration start: boundary_at_, last_iteration_ns_
+  std::chrono::steady_clock::time_point boundary_at_;  // the last iteration start
+  uint64_t last_iteration_ns_ = 0;                     // the wall clock of the iteration before it
   bool marker_mode_ = false;
   uint64_t markers_ = 0;
   std::atomic<bool> observing_{false};   // ops go through detection/recording

@@ -54,9 +54,9 @@ if [[ -x $bundle/tools/move_costs ]]; then
   cat "$work/move_costs.txt"
 fi
 
-# The suite, GPT-2 first (whether it records with the runs on copies allocating per op is the first question, then
-# how KARMA runs with PyTorch under cudaMallocAsync, its default), in what move_costs left, less two and a half
-# minutes for the rest.
+# The suite, GPT-2 first (whether it records at allocation granularity without losing its context, and in how much
+# wall clock, is the first question, then how KARMA runs with PyTorch under cudaMallocAsync, its default), in what
+# move_costs left, less two and a half minutes for the rest.
 reserve=150
 budget=$(($(left) - reserve))
 if ((budget >= 60)); then

@@ -100,43 +100,6 @@ TEST(Simulator, CapacityDecidesWhetherAPrefetchFits) {
   EXPECT_EQ(late.peak_bytes, 500u);
 }
 
-// Memory the application keeps (SimInput::written_back): y's dead value holds its 200 B until the device-to-host
-// engine has written it back (700..900), so x, which needs y's room, comes back 200 ns later than when y is free
-// at its last use.
-TEST(Simulator, DeadValuesInKeptMemoryLeaveByAWriteBack) {
-  OverlapCase c;
-  SimInput in = MakeSimInput(c.it, NanosecondProfile(), 550);
-  const Plan plan = testing::PlanOf({testing::SwapOut(c.x, 0), testing::SwapIn(c.x, 2, 3)});
-  in.written_back.assign(c.it.buffers.size(), false);
-  in.written_back[c.y] = true;
-  const SimResult r = SimulateChecked(in, plan);
-  ASSERT_TRUE(r.feasible) << r.reason;
-  EXPECT_NS(r.iteration_s, 1300);  // x 900..1200, b1 1200..1300
-  EXPECT_NS(r.stall_s, 500);
-  EXPECT_EQ(r.written_back_bytes, 200u);
-  EXPECT_EQ(r.swap_out_bytes, 300u);  // the swap-out's alone
-  EXPECT_NS(r.d2h_busy_s, 500);
-  std::vector<std::pair<SimEvent::Kind, double>> write_back;
-  for (const SimEvent& e : r.events) {
-    if (e.kind == SimEvent::kWriteBackStart || e.kind == SimEvent::kWriteBackEnd) {
-      EXPECT_EQ(e.index, c.y);
-      write_back.emplace_back(e.kind, e.t);
-    }
-  }
-  ASSERT_EQ(write_back.size(), 2u);
-  EXPECT_EQ(write_back[0].first, SimEvent::kWriteBackStart);
-  EXPECT_NS(write_back[0].second, 700);
-  EXPECT_NS(write_back[1].second, 900);
-  // Every buffer kept: x and g die at the end, and their write-backs (1300..1700) overlap the next iteration.
-  in.written_back.assign(c.it.buffers.size(), true);
-  const SimResult all = SimulateChecked(in, plan);
-  ASSERT_TRUE(all.feasible) << all.reason;
-  EXPECT_NS(all.iteration_s, 1300);
-  EXPECT_EQ(all.written_back_bytes, 600u);
-  // Without it the plan is the one of CapacityDecidesWhetherAPrefetchFits: 1100 ns.
-  EXPECT_NS(SimulateChecked(MakeSimInput(c.it, NanosecondProfile(), 550), plan).iteration_s, 1100);
-}
-
 TEST(Simulator, RecomputeRebuildsADroppedValueOnTheComputeEngine) {
   trace::Iteration it;
   const auto x = testing::AddBuffer(it, 100, BufferKind::kActivation);
@@ -168,15 +131,6 @@ TEST(Simulator, RecomputeRebuildsADroppedValueOnTheComputeEngine) {
   EXPECT_FALSE(missing.feasible);
   EXPECT_NE(missing.reason.find("op 4"), std::string::npos) << missing.reason;
   EXPECT_NE(missing.reason.find("buffer 1"), std::string::npos) << missing.reason;
-  // In memory the application keeps, z (which the recompute writes) is dropped without a write-back, but w's dead
-  // value holds its 50 B until written back (340..390): the recompute, which needs z's 400 B, waits for it.
-  SimInput kept = in;
-  kept.written_back.assign(it.buffers.size(), true);
-  const SimResult k = SimulateChecked(kept, testing::PlanOf({testing::Discard(z, 2), testing::Recompute({1}, 4)}));
-  ASSERT_TRUE(k.feasible) << k.reason;
-  EXPECT_NS(k.iteration_s, 630);
-  EXPECT_NS(k.stall_s, 50);
-  EXPECT_EQ(k.written_back_bytes, 160u);  // w, then g and x after the last op
 }
 
 TEST(Simulator, ASkipConnectionNeedsItsValueBackForEveryConsumer) {

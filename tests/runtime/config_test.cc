@@ -29,7 +29,6 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.warmup_iterations, 1u);
   EXPECT_EQ(c.arena_segment_bytes, 256ull << 20);
   EXPECT_TRUE(c.live_view);
-  EXPECT_TRUE(c.rerun_kernels);
   EXPECT_TRUE(c.batch_moves);
   EXPECT_TRUE(c.move_threads);
   EXPECT_TRUE(c.ilp);
@@ -41,14 +40,13 @@ TEST(ConfigTest, ValuesAreTaken) {
   const SessionConfig c = From({{"KARMA_MODE", "record"}, {"KARMA_CAPACITY", "3GiB"}, {"KARMA_TRACE_DIR", "/tmp/t"},
                                 {"KARMA_ITERATION_MARKER", "step"}, {"KARMA_WARMUP_ITERATIONS", "3"},
                                 {"KARMA_ARENA_SEGMENT", "64MiB"}, {"KARMA_LIVE", "0"}, {"KARMA_LOG", "debug"},
-                                {"KARMA_SOLVER", "heuristic"}, {"KARMA_RERUN_KERNELS", "0"},
+                                {"KARMA_SOLVER", "heuristic"},
                                 {"KARMA_BATCH_MOVES", "0"}, {"KARMA_MOVE_THREADS", "0"}});
   EXPECT_EQ(c.mode, Mode::kRecord);
   EXPECT_EQ(c.capacity.bytes, 3ull << 30);
   EXPECT_EQ(c.trace_dir, "/tmp/t");
   EXPECT_EQ(c.iteration_marker, "step");
   EXPECT_EQ(c.warmup_iterations, 3u);
-  EXPECT_FALSE(c.rerun_kernels);
   EXPECT_FALSE(c.batch_moves);
   EXPECT_FALSE(c.move_threads);
   EXPECT_EQ(c.arena_segment_bytes, 64ull << 20);

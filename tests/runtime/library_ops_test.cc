@@ -44,21 +44,23 @@ const Operand& OperandOf(const OpDesc& d, const void* p) {
 // C is written whole (every byte of its extent) only when dense: ldc == m, and a strided batch packs its matrices
 // back to back. Otherwise the bytes between columns or matrices keep what they held.
 TEST(LibraryOpsTest, GemmWritesItsWholeExtentOnlyWhenCIsDense) {
+  auto whole = [](const Operand& o) { return o.access == Access::kWrite && !o.gaps; };
   const float alpha = 1, zero = 0, one = 1;
   auto c_of = [&](GemmShape g, const float* beta) {
     return OperandOf(GemmOp("sgemm", g, GemmContext{}, A, B, C, &alpha, beta, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F), C);
   };
   const Operand dense = c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, &zero);
-  EXPECT_TRUE(dense.whole);
+  EXPECT_TRUE(whole(dense));
   EXPECT_EQ(dense.bytes, 4u * 64 * 32);
-  EXPECT_FALSE(c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, &one).whole);  // accumulates
+  EXPECT_FALSE(whole(c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, &one)));  // accumulates
   const Operand padded = c_of(GemmShape{64, 32, 16, 1, false, false, 64, 16, 80}, &zero);
-  EXPECT_FALSE(padded.whole);
+  EXPECT_FALSE(whole(padded));
   EXPECT_EQ(padded.bytes, 4u * (80 * 31 + 64));
-  EXPECT_TRUE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 64}, &zero).whole);
-  EXPECT_FALSE(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 100}, &zero).whole);  // gaps between
-  EXPECT_FALSE(OperandOf(GemmOp("sgemm", GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, GemmContext{}, A, B, C,
-                                &alpha, &zero, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F), A).whole);  // read
+  EXPECT_TRUE(whole(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 64}, &zero)));
+  EXPECT_FALSE(whole(c_of(GemmShape{8, 8, 8, 4, false, false, 8, 8, 8, 64, 64, 100}, &zero)));  // gaps between
+  EXPECT_FALSE(whole(OperandOf(GemmOp("sgemm", GemmShape{64, 32, 16, 1, false, false, 64, 16, 64}, GemmContext{}, A,
+                                      B, C, &alpha, &zero, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F),
+                               A)));  // read
   // Gaps: the extent has bytes the matrices skip, whether written or read.
   EXPECT_FALSE(dense.gaps);
   EXPECT_TRUE(padded.gaps);

@@ -91,37 +91,6 @@ TEST_F(ParamScanTest, EveryAlignedWordOfAStructParameterIsScanned) {
   EXPECT_EQ(hits[1].buffer.serial, in_);
 }
 
-// A hit's slot names the word it came from: a later launch of the kernel is read there (where a caching
-// allocator put this iteration's tensor), and a slot the launch does not have reads nothing.
-TEST_F(ParamScanTest, AHitsSlotReadsTheSameWordOfALaterLaunch) {
-  Holder h{};
-  h.ptr = reinterpret_cast<float*>(0x30010);
-  h.ptrs[0] = reinterpret_cast<float*>(0x10000);
-  int tail = 0;
-  void* args[] = {&h, &tail};
-  std::vector<PointerHit> hits;
-  const ParamLayout& layout = layouts_.ForRuntime(&kKernelB);
-  {
-    Registry::Reader reader(registry_);
-    ScanKernelArgs(layout, args, reader, &hits);
-  }
-  ASSERT_EQ(hits.size(), 2u);
-  EXPECT_NE(hits[0].slot, hits[1].slot);
-  Holder later = h;
-  later.ptr = reinterpret_cast<float*>(0x30400);
-  later.ptrs[0] = reinterpret_cast<float*>(0x10800);
-  void* later_args[] = {&later, &tail};
-  uint64_t word = 0;
-  ASSERT_TRUE(ReadArgWord(layout, later_args, nullptr, hits[0].slot, &word));
-  EXPECT_EQ(word, 0x30400u);
-  ASSERT_TRUE(ReadArgWord(layout, later_args, nullptr, hits[1].slot, &word));
-  EXPECT_EQ(word, 0x10800u);
-  EXPECT_FALSE(ReadArgWord(layout, later_args, nullptr, kNoSlot, &word));
-  EXPECT_FALSE(ReadArgWord(layout, later_args, nullptr, kOperandSlot | 0, &word));  // a library call's
-  EXPECT_FALSE(ReadArgWord(layout, later_args, nullptr, (5u << 15) | 0, &word));    // no parameter 5
-  EXPECT_FALSE(ReadArgWord(layout, later_args, nullptr, (1u << 15) | 0, &word));    // parameter 1 is an int
-}
-
 TEST_F(ParamScanTest, DriverExtraBufferIsScannedWordByWord) {
   struct {
     void* a;
@@ -141,10 +110,6 @@ TEST_F(ParamScanTest, DriverExtraBufferIsScannedWordByWord) {
   ASSERT_EQ(hits.size(), 2u);
   EXPECT_EQ(hits[0].buffer.serial, out_);
   EXPECT_EQ(hits[1].buffer.serial, other_);
-  uint64_t word = 0;
-  ASSERT_TRUE(ReadArgWord(ParamLayout{}, nullptr, extra, hits[1].slot, &word));
-  EXPECT_EQ(word, 0x30000u);
-  EXPECT_FALSE(ReadArgWord(ParamLayout{}, nullptr, extra, kExtraSlot | 24, &word));  // past the buffer
   void* no_buffer[] = {CU_LAUNCH_PARAM_END};
   EXPECT_FALSE(FindExtraBuffer(no_buffer, &data, &got));
   EXPECT_FALSE(FindExtraBuffer(nullptr, &data, &got));

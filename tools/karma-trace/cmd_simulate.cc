@@ -49,7 +49,6 @@ nlohmann::json ResultJson(const policy::Evaluation& e, const policy::SimInput& i
   if (!s.events.empty()) j["occupancy_over_time"] = policy::OccupancyOverTime(s, kOccupancySlices);
   j["swap_in_bytes"] = s.swap_in_bytes;
   j["swap_out_bytes"] = s.swap_out_bytes;
-  j["written_back_bytes"] = s.written_back_bytes;
   j["peak_bytes"] = s.peak_bytes;
   j["h2d_busy_ms"] = Ms(s.h2d_busy_s);
   j["d2h_busy_ms"] = Ms(s.d2h_busy_s);
@@ -136,10 +135,8 @@ int RunSimulate(const SimulateArgs& a) {
   std::string slices;
   for (double o : policy::OccupancyOverTime(s, kOccupancySlices)) slices += fmt::format(" {:.0f}", 100 * o);
   fmt::print("occupancy   over time, % per twentieth of the iteration:{}\n", slices);
-  const std::string written_back =
-      s.written_back_bytes > 0 ? fmt::format(" + dead values written back {}", FormatBytes(s.written_back_bytes)) : "";
-  fmt::print("transfers   in {} ({:.1f} ms), out {}{} ({:.1f} ms)\n", FormatBytes(s.swap_in_bytes), Ms(s.h2d_busy_s),
-             FormatBytes(s.swap_out_bytes), written_back, Ms(s.d2h_busy_s));
+  fmt::print("transfers   in {} ({:.1f} ms), out {} ({:.1f} ms)\n", FormatBytes(s.swap_in_bytes), Ms(s.h2d_busy_s),
+             FormatBytes(s.swap_out_bytes), Ms(s.d2h_busy_s));
   if (s.paged_ops > 0) {
     fmt::print("paging      {} ops larger than the capacity ran paged: {:.1f} ms, {} faulted in, {} evicted\n",
                s.paged_ops, Ms(s.paging_s), FormatBytes(s.paged_in_bytes), FormatBytes(s.paged_out_bytes));

@@ -39,10 +39,6 @@ void AddPlanningOptions(CLI::App* sub, PlanningArgs* args) {
                   "directory of the plan cache, or 'off' (default: KARMA_PLAN_CACHE, else "
                   "$XDG_CACHE_HOME/karma/plans): a karma plan for the same trace, GPU, capacity and solver settings "
                   "is loaded instead of solved");
-  sub->add_flag("--kept-memory", args->kept_memory,
-                "the application keeps its memory (a caching allocator's segments, as PyTorch's): a dead value in a "
-                "buffer that no alloc or free event of the iteration names leaves the device by a write-back on the "
-                "device-to-host link, as libkarma.so evicts it, instead of being free at once");
 }
 
 policy::Evaluation EvaluateStrategy(const PlanningArgs& args, const policy::SimInput& in, std::string_view strategy,
@@ -119,7 +115,6 @@ std::unique_ptr<PlanningInput> ResolvePlanningInput(const PlanningArgs& args) {
     capacity = static_cast<uint64_t>(static_cast<double>(p->ideal_peak) / args.pressure);
   }
   p->in = policy::MakeSimInput(p->it, *hw, capacity);
-  if (args.kept_memory) p->in.written_back = policy::KeptMemoryBuffers(p->it, p->in.access);
   return p;
 }
 

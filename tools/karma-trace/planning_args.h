@@ -25,7 +25,6 @@ struct PlanningArgs {
   std::string solver = "ilp";         // how karma plans: heuristic or ilp (Planner II)
   double solver_time_limit_s = 6;     // wall clock for one karma plan with --solver ilp
   std::string plan_cache;             // directory, "off", or empty: solver::DefaultPlanCacheDir()
-  bool kept_memory = false;           // dead values in memory the application keeps are written back
 };
 void AddPlanningOptions(CLI::App* sub, PlanningArgs* args);
 
