@@ -54,9 +54,9 @@ def agreement(ref, run):
 def karma_summary(directory, model, config):
     """libkarma.so's exit summary line from the run's log, if it printed one (with the device residency in steady
     replay against the budget), its line of managed-memory calls by kind, its line of the link rates the plan's moves
-    found, the line saying it started from the rates an earlier run recorded, and the last plan's lines: what it was
-    planned for (with the in-core peak) and what its replay moves (with the bytes dead values cost) (all
-    KARMA_LOG=info)."""
+    found, the line saying it started from the rates an earlier run recorded, what the recording cost in wall clock
+    and which allocations it saw no use of, and the last plan's lines: what it was planned for (with the in-core
+    peak) and what its replay moves (all KARMA_LOG=info)."""
     try:
         with open(os.path.join(directory, f"{model}-{config}.log")) as f:
             lines = [line.strip() for line in f]
@@ -65,9 +65,10 @@ def karma_summary(directory, model, config):
     summary = [line for line in lines if line.startswith("karma: mode")]
     extra = []
     for start in ("karma: managed-memory calls per replayed iteration", "karma: the plan's moves ran at",
-                  "karma: planning with the host link an earlier run measured", "karma: planned on",
+                  "karma: planning with the host link an earlier run measured", "karma: recording took",
+                  "karma: recorded iteration", "the application held (", "karma: planned on",
                   "karma: replaying the plan from"):
-        found = [line for line in lines if line.startswith(start)]
+        found = [line for line in lines if line.startswith(start) or (start[0] != "k" and start in line)]
         if found:
             extra.append(found[-1][len("karma: "):])
     if not summary:
