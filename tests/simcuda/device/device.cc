@@ -35,9 +35,14 @@ std::set<Device*>& Live() {
 }
 
 // Tells the devices a thread used that it has exited, so that its clock holds nobody's earliest time back.
+// Calls can still come after that on the same thread: the main thread's thread-locals are destroyed before
+// exit()'s handlers run (an interposed runtime's shutdown synchronizing an event), so `t_exited`, which needs no
+// destructor, says the set is gone.
+thread_local bool t_exited = false;
 struct ThreadExit {
   std::set<Device*> used;
   ~ThreadExit() {
+    t_exited = true;
     std::lock_guard lock(g_live_mu);
     for (Device* d : used) {
       if (Live().count(d) != 0) d->ThreadExited(std::this_thread::get_id());
@@ -45,6 +50,10 @@ struct ThreadExit {
   }
 };
 thread_local ThreadExit t_exit;
+
+void UsedBy(Device* d) {
+  if (!t_exited) t_exit.used.insert(d);
+}
 
 // How long a thread enqueueing behind a stream's value wait waits for another thread to make it true before the
 // program is taken for hung (a GPU would wait forever).
@@ -178,7 +187,7 @@ cudaError_t Device::Attribute(int* value, cudaDeviceAttr attr) const {
 // Streams and the clock
 
 CUstream_st* Device::ResolveStream(cudaStream_t stream) {
-  t_exit.used.insert(this);
+  UsedBy(this);
   if (stream == nullptr || stream == cudaStreamLegacy) return &legacy_;
   if (stream == cudaStreamPerThread) {
     auto& s = per_thread_[std::this_thread::get_id()];
@@ -206,7 +215,7 @@ bool Device::IsEvent(cudaEvent_t event) const { return event != nullptr && event
 // The earliest a new operation on `s` may start: after the host enqueued it, after the stream's previous work,
 // and across the legacy default stream's implicit synchronization with blocking streams.
 double Device::Ready(const CUstream_st* s) {
-  t_exit.used.insert(this);
+  UsedBy(this);
   double t = std::max(clocks_.Now(), s->tail);
   if (s->legacy) {
     for (const auto& [h, st] : streams_) {
@@ -220,12 +229,12 @@ double Device::Ready(const CUstream_st* s) {
 }
 
 void Device::Spend(double seconds) {
-  t_exit.used.insert(this);
+  UsedBy(this);
   clocks_.Spend(seconds);
 }
 
 void Device::AdvanceHost(double t) {
-  t_exit.used.insert(this);
+  UsedBy(this);
   if (t <= clocks_.Now()) return;
   clocks_.WaitUntil(t);
   // No thread can enqueue work ready before the earliest clock: the engines may forget what ends before it.
@@ -244,7 +253,7 @@ double Device::DeviceDone() const {
 
 double Device::HostTime() {
   std::lock_guard lock(mu_);
-  t_exit.used.insert(this);
+  UsedBy(this);
   return clocks_.Now();
 }
 

@@ -228,5 +228,25 @@ TEST_F(DeviceTest, AStreamDestroyedWhileAThreadWaitsOnItsValue) {
   EXPECT_EQ(Busy(1e-3, k), cudaSuccess);  // nothing waits any more
 }
 
+// A call from a thread whose thread-locals are being destroyed still works: the main thread's are destroyed before
+// exit()'s handlers run, where an interposed runtime's shutdown synchronizes events (found by ASan in e2e_drift).
+struct CallAtThreadExit {
+  Device* dev = nullptr;
+  double seen = -1;
+  ~CallAtThreadExit() {
+    if (dev != nullptr) seen = dev->HostTime();
+  }
+};
+
+TEST_F(DeviceTest, ACallAfterTheThreadsLocalsAreDestroyedWorks) {
+  std::thread t([&] {
+    thread_local CallAtThreadExit late;  // constructed before the device's thread-locals: destroyed after them
+    late.dev = dev_.get();
+    EXPECT_GE(dev_->HostTime(), 0.0);
+  });
+  t.join();
+  EXPECT_GE(dev_->HostTime(), 0.0);
+}
+
 }  // namespace
 }  // namespace simcuda
