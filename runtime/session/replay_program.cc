@@ -8,14 +8,10 @@
 #include "policy/access.h"
 #include "policy/plan_builder.h"
 #include "runtime/common/units.h"
-#include "runtime/session/arena.h"
 #include "runtime/session/planning.h"
 
 namespace karma::rt {
 namespace {
-
-// Action index of program items that no op waits for.
-constexpr uint32_t kNoAction = UINT32_MAX - 1;
 
 bool Contains(const std::vector<trace::BufferId>& v, trace::BufferId b) {
   return std::find(v.begin(), v.end(), b) != v.end();
@@ -112,13 +108,10 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     prog->recomputes.push_back(std::move(r));
   }
 
-  // Per buffer: the first and the last position whose op uses it.
-  std::vector<uint32_t> first_use(it.buffers.size(), trace::kNone), last_use(it.buffers.size(), trace::kNone);
+  // Per buffer: the last position whose op uses it.
+  std::vector<uint32_t> last_use(it.buffers.size(), trace::kNone);
   for (uint32_t p = 0; p < n; ++p) {
-    for (trace::BufferId b : prog->uses[p]) {
-      if (first_use[b] == trace::kNone) first_use[b] = p;
-      last_use[b] = p;
-    }
+    for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
   }
   // When the application frees what the plan counts as freed after its last use.
   {
