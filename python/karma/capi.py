@@ -75,7 +75,8 @@ def check(lib, status):
 
 def load(path=None):
     """The library with the karma_optimizer_* functions: `path`; else $KARMA_MPI_LIB; else the one already in the
-    process (libkarma_mpi.so preloaded); else build/lib/libkarma_mpi.so of the checkout this package is in."""
+    process (libkarma_mpi.so preloaded); else build/lib/libkarma_mpi.so of the checkout this package is in, or the
+    one installed beside it (cmake --install)."""
     candidates = [path, os.environ.get("KARMA_MPI_LIB")]
     for candidate in candidates:
         if candidate:
@@ -84,7 +85,9 @@ def load(path=None):
     if hasattr(process, "karma_optimizer_create"):
         return declare(process)
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "..", "build", "lib", "libkarma_mpi.so")
-    if os.path.exists(built):
-        return declare(ctypes.CDLL(built))
+    # This checkout's build, or the installed tree (the package in LIBDIR/python3/dist-packages/karma).
+    for built in (os.path.join(here, "..", "..", "build", "lib", "libkarma_mpi.so"),
+                  os.path.join(here, "..", "..", "..", "libkarma_mpi.so")):
+        if os.path.exists(built):
+            return declare(ctypes.CDLL(os.path.normpath(built)))
     raise KarmaError("libkarma_mpi.so not found: pass its path, set KARMA_MPI_LIB, or preload it")

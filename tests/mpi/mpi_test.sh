@@ -104,6 +104,22 @@ equal_skipnet)
   same_as_reference dp 4 "$tmp/ref"
   ;;
 
+launcher)
+  # `karma run --ranks 2`: mpirun with libkarma.so and libkarma_mpi.so preloaded in every rank, as equal_mlp.
+  "${simrun[@]}" -- "$bin/mlp_trainer" $(app_args) --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" || fail "reference: $(cat "$tmp/ref.err")"
+  margs=()
+  for a in "${mpirun_args[@]}" --output-filename "$tmp/ranks"; do margs+=("--mpi-arg=$a"); done
+  # What the preload needs first in a sanitizer build; karma run appends its libraries after it.
+  LD_PRELOAD=${runtimes%:} timeout 250 "$src/scripts/simrun" --build "$build" --mem "$mem" -- "$build/bin/karma" run \
+    --ranks 2 "${margs[@]}" -- "$bin/mlp_trainer_mpi" $(app_args) --mpi >"$tmp/dp.log" 2>&1
+  rc=$?
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+  for r in 0 1; do cp "$tmp/ranks/1/rank.$r/stdout" "$tmp/dp.$r" 2>/dev/null; done
+  same_as_reference dp 2 "$tmp/ref"
+  grep -q "^karma: mode auto.*plan " "$tmp/ranks/1/rank.0/stderr" ||
+    fail "rank 0 replayed no plan: $(cat "$tmp/ranks/1/rank.0/stderr")"
+  ;;
+
 host_updates)
   # The paper's pipeline: each layer's gradient reduced, its parameters updated on the host by the shim, the
   # pages of gradients, parameters and momentum moved to the host first and the parameters back after. Layers

@@ -32,7 +32,7 @@ int RunEnv(const EnvArgs& a) {
       if (cfg.is_set(v.var)) fmt::print("    now: {}\n", cfg.text(v.var));
     }
   }
-  for (const std::string& p : cfg.problems()) fmt::print(stderr, "karma-trace: error: {}\n", p);
+  for (const std::string& p : cfg.problems()) fmt::print(stderr, "{}: error: {}\n", ProgramName(), p);
   if (a.check && cfg.problems().empty()) fmt::print("all KARMA_* variables are valid\n");
   return a.check && !cfg.problems().empty() ? kExitFailure : kExitOk;
 }

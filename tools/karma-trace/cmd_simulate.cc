@@ -79,8 +79,8 @@ policy::Evaluation EvaluatePlanFile(const std::string& path, const policy::SimIn
   e.plan = std::move(plan).value();
   const std::string expected = policy::Fingerprint(*in.it, policy::ProfileLabel(in.hw), in.capacity);
   if (!e.plan.fingerprint.empty() && e.plan.fingerprint != expected) {
-    std::fprintf(stderr, "karma-trace: warning: %s was made for other inputs (fingerprint %s, these give %s)\n",
-                 path.c_str(), e.plan.fingerprint.c_str(), expected.c_str());
+    std::fprintf(stderr, "%s: warning: %s was made for other inputs (fingerprint %s, these give %s)\n",
+                 ProgramName().c_str(), path.c_str(), e.plan.fingerprint.c_str(), expected.c_str());
   }
   e.strategy = e.plan.strategy.empty() ? "plan" : e.plan.strategy;
   e.sim = policy::Simulate(in, e.plan, {.record_events = true});
@@ -91,7 +91,7 @@ policy::Evaluation EvaluatePlanFile(const std::string& path, const policy::SimIn
 
 int RunSimulate(const SimulateArgs& a) {
   if (a.strategy.empty() == a.plan_file.empty()) {
-    std::fprintf(stderr, "karma-trace: error: give --strategy NAME or --plan FILE (one of them)\n");
+    std::fprintf(stderr, "%s: error: give --strategy NAME or --plan FILE (one of them)\n", ProgramName().c_str());
     return kExitUsage;
   }
   auto p = ResolvePlanningInput(a.planning);

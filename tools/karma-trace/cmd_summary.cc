@@ -12,11 +12,6 @@
 namespace karma::tools {
 namespace {
 
-struct SummaryArgs {
-  std::string file;
-  bool json = false;
-};
-
 std::string Quantity(double v, const char* unit) {
   static constexpr const char* kPrefix[] = {"", "K", "M", "G", "T", "P"};
   int p = 0;
@@ -27,18 +22,20 @@ std::string Quantity(double v, const char* unit) {
   return fmt::format("{:.2f} {}{}", v, kPrefix[p], unit);
 }
 
-int RunSummary(const SummaryArgs& a) {
+}  // namespace
+
+int PrintSummary(const std::string& file, bool json) {
   trace::FileFormat format{};
-  auto loaded = trace::LoadIteration(a.file, &format);
+  auto loaded = trace::LoadIteration(file, &format);
   if (!loaded.ok()) return Fail(loaded.status());
   const trace::Iteration& it = *loaded;
   const trace::Summary s = trace::Summarize(it);
   const char* format_name = format == trace::FileFormat::kKtrace ? "ktrace" : "karma-graph";
   const std::string peak_op_name = s.memory.peak_op != trace::kNone ? it.ops[s.memory.peak_op].name : "";
 
-  if (a.json) {
+  if (json) {
     nlohmann::json j;
-    j["file"] = a.file;
+    j["file"] = file;
     j["format"] = format_name;
     j["model"] = it.model;
     j["batch"] = it.batch;
@@ -69,7 +66,7 @@ int RunSummary(const SummaryArgs& a) {
     return kExitOk;
   }
 
-  fmt::print("file        {} ({})\n", a.file, format_name);
+  fmt::print("file        {} ({})\n", file, format_name);
   fmt::print("model       {}{}\n", it.model.empty() ? "(unnamed)" : it.model,
              it.batch ? fmt::format(", batch {}", it.batch) : "");
   if (!it.source.empty()) fmt::print("source      {}\n", it.source);
@@ -112,16 +109,18 @@ int RunSummary(const SummaryArgs& a) {
   return kExitOk;
 }
 
-}  // namespace
-
 void RegisterSummary(CLI::App& app, Action* selected) {
+  struct SummaryArgs {
+    std::string file;
+    bool json = false;
+  };
   auto args = std::make_shared<SummaryArgs>();
   CLI::App* sub = AddCommand(app, "summary",
                              "Model, op and buffer counts by phase and kind, total work, persistent bytes and the "
                              "ideal in-core peak (every non-persistent buffer freed right after its last use); for a "
                              "recording whose application frees buffers well after their last use, also the peak of "
                              "what it holds.",
-                             selected, [args] { return RunSummary(*args); });
+                             selected, [args] { return PrintSummary(args->file, args->json); });
   sub->add_option("FILE", args->file, "a .ktrace or karma-graph JSON file")->required();
   sub->add_flag("--json", args->json, "print one JSON object instead of text");
 }

@@ -22,7 +22,9 @@ using Action = std::function<int()>;
 CLI::App* AddCommand(CLI::App& app, const std::string& name, const std::string& help, Action* selected,
                      Action action);
 
-// Prints "karma-trace: error: ..." to stderr and returns kExitFailure.
+// The running program's name ("karma" or "karma-trace"), for messages.
+const std::string& ProgramName();
+// Prints "PROGRAM: error: ..." to stderr and returns kExitFailure.
 int Fail(const Status& status);
 // Loads a .ktrace or karma-graph JSON file, or prints why not.
 bool LoadOrReport(const std::string& path, trace::Iteration* out);
@@ -35,5 +37,13 @@ void RegisterEnv(CLI::App& app, Action* selected);
 void RegisterTop(CLI::App& app, Action* selected);
 void RegisterSimulate(CLI::App& app, Action* selected);  // simulate, compare
 void RegisterPlan(CLI::App& app, Action* selected);
+// `karma run` (tools/karma), karma's only subcommand beyond karma-trace's.
+void RegisterRun(CLI::App& app, Action* selected);
+// Prints `summary`'s text (or JSON) for a .ktrace or karma-graph file; returns the exit code.
+int PrintSummary(const std::string& file, bool json);
+// All of the above but run: the subcommands karma-trace and karma share.
+void RegisterTraceCommands(CLI::App& app, Action* selected);
+// Parses the command line (the app named after the program) and runs the selected subcommand; returns the exit code.
+int RunCli(CLI::App& app, const Action& selected, int argc, char** argv);
 
 }  // namespace karma::tools
