@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, then runs a trainer at 3x the simulated device's memory on
-# simcuda, without and with libkarma.so, and shows its recorded iteration and plan in karma-trace.
+# simcuda, without KARMA and under `karma run`, and shows its recorded iteration and plan.
 #   scripts/demo.sh [--app mlp_trainer|skipnet_trainer] [--mem 64MiB] [--iters 12] [--out DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -34,20 +34,19 @@ else
   echo "-> out of memory, as expected"
 fi
 
-step "2. the same under libkarma.so (records an iteration, plans, replays)" \
-  "KARMA_LOG=info scripts/simrun --mem $mem --karma -- $app ${args[*]}"
-KARMA_LOG=info "${simrun[@]}" --karma -- "$root/build/bin/$app" "${args[@]}"
+step "2. the same under karma run (records an iteration, plans, replays; then sums up what it recorded)" \
+  "scripts/simrun --mem $mem -- karma run --log info --summary -- $app ${args[*]}"
+"${simrun[@]}" -- "$root/build/bin/karma" run --log info --trace-dir "$KARMA_TRACE_DIR" --summary -- \
+  "$root/build/bin/$app" "${args[@]}"
 
 step "3. for comparison: in core on a large device" "scripts/simrun -- $app ${args[*]}"
 "$root/scripts/simrun" -- "$root/build/bin/$app" "${args[@]}" | tail -2
 
 trace=$(ls "$KARMA_TRACE_DIR"/*.ktrace | head -1)
 plan=$(ls "$KARMA_TRACE_DIR"/*.plan.json | head -1)
-step "4. the recorded iteration" "karma-trace summary $trace"
-"$root/build/bin/karma-trace" summary "$trace"
 # libkarma.so plans for KARMA_CAPACITY (0.9) of the device's memory.
 capacity=$(awk -v m="${mem%MiB}" 'BEGIN { printf "%.1fMiB", m * 0.9 }')
-step "5. KARMA's plan for it, with a picture" "karma-trace plan $trace --capacity $capacity --svg $out/plan.svg"
-"$root/build/bin/karma-trace" plan "$trace" --capacity "$capacity" --svg "$out/plan.svg" --stages 20
+step "4. KARMA's plan for it, with a picture" "karma plan $trace --capacity $capacity --svg $out/plan.svg"
+"$root/build/bin/karma" plan "$trace" --capacity "$capacity" --svg "$out/plan.svg" --stages 20
 echo
 echo "the plan libkarma.so replayed: $plan; the picture: $out/plan.svg"
