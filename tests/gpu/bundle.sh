@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs a built KARMA for a GPU machine that cannot build it (no package registry there: GLPK, fmt and the rest
-# are missing): libkarma.so and karma-trace without their debug sections, the shared libraries they load beyond
-# the C and C++ runtimes, and env.sh, which points the loader at those. The GPU suite then runs with
+# are missing): libkarma.so, the launcher karma (which finds it at ../lib) and karma-trace without their debug
+# sections, the shared libraries they load beyond the C and C++ runtimes, and env.sh, which points the loader at
+# those. The GPU suite then runs with
 #   source OUT/env.sh && tests/gpu/run_gpu_suite.sh --skip-build --build OUT/build
 # The machine needs a C library at least as new as the one this was built against.
 set -euo pipefail
@@ -20,8 +21,11 @@ while (($#)); do
   shift
 done
 [[ -n $out ]] || { usage >&2; exit 2; }
-lib=$build/lib/libkarma.so tool=$build/bin/karma-trace
-for f in "$lib" "$tool"; do [[ -f $f ]] || { echo "bundle: $f is missing: build KARMA first" >&2; exit 1; }; done
+lib=$build/lib/libkarma.so tool=$build/bin/karma-trace launcher=$build/bin/karma
+for f in "$lib" "$tool" "$launcher"; do
+  [[ -f $f ]] ||
+    { echo "bundle: $f is missing: build KARMA first (targets karma, karma-trace and karma-launcher)" >&2; exit 1; }
+done
 
 mkdir -p "$out/build/lib" "$out/build/bin" "$out/deps"
 strip_copy() {  # debug sections are most of the size, and the lent machine's copy has a size limit
@@ -29,6 +33,7 @@ strip_copy() {  # debug sections are most of the size, and the lent machine's co
 }
 strip_copy "$lib" "$out/build/lib/libkarma.so"
 strip_copy "$tool" "$out/build/bin/karma-trace"
+strip_copy "$launcher" "$out/build/bin/karma"
 # Every library the loader resolves for them, but the C and C++ runtimes and zlib, which the machine has (the C
 # runtime must match its own loader; its Python may need a newer zlib than this one).
 system() {
@@ -38,7 +43,7 @@ system() {
   esac
 }
 resolved() { ldd "$@" | sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) .*/\1 \2/p' | sort -u; }
-resolved "$lib" "$tool" | while read -r name path; do system "$name" || cp -L "$path" "$out/deps/$name"; done
+resolved "$lib" "$tool" "$launcher" | while read -r name path; do system "$name" || cp -L "$path" "$out/deps/$name"; done
 # The probes (README.md), where this machine has the CUDA toolkit: move_costs (copies, VMM calls, launches; nvcc
 # and libcuda only), and with CUPTI the managed-memory ones, um_costs and the injection library um_counters with the
 # CUPTI it was built against.
@@ -61,13 +66,15 @@ if [[ -x $cuda/bin/nvcc && -f $cuda/include/cupti.h ]]; then
   tools+=", tools/um_costs and tools/libum_counters.so"
 fi
 cat >"$out/env.sh" <<'ENV'
-# Source this: the loader finds the libraries libkarma.so and karma-trace were built against.
+# Source this: the loader finds the libraries libkarma.so, karma and karma-trace were built against.
 export LD_LIBRARY_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ENV
 # With env.sh, each of those must now come from deps/.
 deps=$(cd "$out/deps" && pwd)
-stray=$(LD_LIBRARY_PATH=$deps resolved "$out/build/lib/libkarma.so" "$out/build/bin/karma-trace" |
+stray=$(LD_LIBRARY_PATH=$deps resolved "$out/build/lib/libkarma.so" "$out/build/bin/karma-trace" \
+  "$out/build/bin/karma" |
   while read -r name path; do system "$name" || [[ $path == "$deps/$name" ]] || echo "$name ($path)"; done)
 [[ -z $stray ]] || { echo "bundle: not taken from deps/: $stray" >&2; exit 1; }
-echo "bundle: $out ($(du -sh "$out" | cut -f1)): build/lib/libkarma.so, build/bin/karma-trace, $(ls "$out/deps" | wc -l) libraries in deps/$tools"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)): build/lib/libkarma.so, build/bin/karma, build/bin/karma-trace," \
+  "$(ls "$out/deps" | wc -l) libraries in deps/$tools"
 echo "bundle: on the GPU machine: source $out/env.sh && tests/gpu/run_gpu_suite.sh --skip-build --build $out/build"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
 # only a few files, and may replace the bundle's folder between calls): first the copy, VMM and launch probe
-# move_costs (a minute at most), then the suite at small sizes in the time left (plain, KARMA as a user runs it and
+# move_costs (a minute at most), then, where `import jax` works, the JAX model plain and under `karma run` (budget:
+# plain peak / 2), then the suite at small sizes in the time left (ResNet-50 first; plain, KARMA as a user runs it and
 # with PyTorch's caching allocator, and managed memory alone and KARMA on the device made short of memory by
 # occupy.py), the managed-memory probe, and each model's caching-allocator KARMA row again with
 # KARMA_MOVE_THREADS=0 (moves from the application's thread) and with KARMA_BATCH_MOVES=0 (one call per range).
+# Every KARMA run goes through the bundle's launcher (build/bin/karma).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
 # BUNDLE: made by tests/gpu/bundle.sh; OUT: a folder for results.tgz and traces.tgz; SECONDS: the whole session's
 # limit (default 540). Prints the suite's table at the end. See tests/gpu/README.md.
@@ -17,7 +19,9 @@ bundle=$(cd "$1" 2>/dev/null && pwd) || { echo "lent_session: no bundle at $1" >
 out=$2
 limit=${3:-540}
 [[ $limit =~ ^[0-9]+$ ]] && ((limit >= 120)) || { echo "lent_session: SECONDS must be 120 or more" >&2; exit 2; }
-[[ -f $bundle/env.sh && -f $bundle/build/lib/libkarma.so ]] || { echo "lent_session: $bundle is no bundle" >&2; exit 2; }
+[[ -f $bundle/env.sh && -f $bundle/build/lib/libkarma.so && -x $bundle/build/bin/karma ]] ||
+  { echo "lent_session: $bundle is no bundle (env.sh, build/lib/libkarma.so, build/bin/karma)" >&2; exit 2; }
+launcher=$bundle/build/bin/karma
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}
@@ -43,6 +47,14 @@ trap pack EXIT
   "$python" -c 'import torch, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "torchvision", torchvision.__version__)'
   git -C "$root" log -1 --format='commit %h %s' 2>/dev/null
 } >"$work/machine.txt" 2>&1
+# JAX where it imports (the import alone: its GPU backend is the suite's check).
+jax_ok=0
+if jax_version=$(timeout 60 env -u LD_PRELOAD "$python" -c 'import jax; print(jax.__version__)' 2>&1); then
+  jax_ok=1
+  echo "jax $jax_version" >>"$work/machine.txt"
+else
+  echo "jax: not importable ($(tail -1 <<<"$jax_version"))" >>"$work/machine.txt"
+fi
 cat "$work/machine.txt"
 
 # What copies, CUDA's VMM calls and launches cost on this GPU, against simcuda's H100 figures: first, as it is
@@ -54,16 +66,32 @@ if [[ -x $bundle/tools/move_costs ]]; then
   cat "$work/move_costs.txt"
 fi
 
-# The suite, GPT-2 first (whether it records at allocation granularity without losing its context, and in how much
-# wall clock, is the first question, then how KARMA runs with PyTorch under cudaMallocAsync, its default), in what
-# move_costs left, less two and a half minutes for the rest.
+# Two and a half minutes are kept for the managed-memory probe and the extra rows at the end.
 reserve=150
+
+# The JAX model (GPT-2's sizes here) plain and under `karma run` as a user runs it (libkarma.so sets XLA's platform
+# allocator, no preallocation), with KARMA_CAPACITY = plain peak / 2, in a quarter of the session: a suite of its
+# own (another results folder: each suite run clears its own), without the record smoke test the next one runs.
+jax_budget=$((limit / 4))
+if ((jax_ok && jax_budget >= 90 && $(left) - jax_budget - reserve >= 60)); then
+  say "suite, JAX ($jax_budget s)"
+  timeout --kill-after=10 $jax_budget "$here/run_gpu_suite.sh" --skip-build --skip-smoke --build "$bundle/build" \
+    --python "$python" --out "$work/suite-jax" --iters 16 --warmup 8 --timeout $((jax_budget - 50)) \
+    --jax-args "--layers 6 --batch 4" --models jax --configs plain,karma-async --pressure 2 \
+    >"$work/suite-jax.txt" 2>&1
+  say "suite, JAX: exit $?"
+elif ((jax_ok)); then
+  say "JAX skipped: $jax_budget s of $(left) left for it"
+fi
+
+# The suite, ResNet-50 first (under `karma run`, this session's question beside JAX), then GPT-2 (whether it records
+# at allocation granularity without losing its context, and in how much wall clock), in what is left but the reserve.
 budget=$(($(left) - reserve))
 if ((budget >= 60)); then
   say "suite ($budget s)"
   timeout --kill-after=10 $budget "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
     --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-    --gpt2-args "--layers 6 --batch 4" --models gpt2,resnet50 --configs plain,karma-async,karma,um-full,karma-full \
+    --gpt2-args "--layers 6 --batch 4" --models resnet50,gpt2 --configs plain,karma-async,karma,um-full,karma-full \
     >"$work/suite.txt" 2>&1
   say "suite: exit $?"
 else
@@ -92,13 +120,17 @@ print(int(r["peak_allocated_bytes"] / 1.5) if r.get("status") == "ok" else "")' 
   switch=KARMA_BATCH_MOVES=0
   [[ $variant == app-thread ]] && switch=KARMA_MOVE_THREADS=0
   say "$model karma-$variant ($switch)"
-  timeout --kill-after=10 $(($(left) - 15)) env LD_PRELOAD="$bundle/build/lib/libkarma.so" KARMA_CAPACITY="$cap" \
-    KARMA_LOG=info "$switch" KARMA_ALLOCATORS=keep KARMA_TRACE_DIR="$work/traces-$variant" \
-    "$python" "$here/train_bench.py" --model "$model" "${args[@]}" --iters 16 --warmup 8 --label "karma-$variant" \
-    --out "$work/suite/$model-karma-$variant.json" >"$work/suite/$model-karma-$variant.log" 2>&1
+  command=(env -u LD_PRELOAD "$launcher" run --capacity "$cap" --log info --trace-dir "$work/traces-$variant"
+    --set KARMA_ALLOCATORS=keep --set "$switch" -- "$python" "$here/train_bench.py" --model "$model" "${args[@]}"
+    --iters 16 --warmup 8 --label "karma-$variant" --out "$work/suite/$model-karma-$variant.json")
+  log=$work/suite/$model-karma-$variant.log
+  { printf 'lent_session: command:'; printf ' %q' "${command[@]}"; echo; } >"$log"
+  timeout --kill-after=10 $(($(left) - 15)) "${command[@]}" >>"$log" 2>&1
   say "$model karma-$variant: exit $?"
 done
-if [[ -d $work/suite ]]; then
-  "$python" "$here/summarize.py" "$work/suite" --md "$work/suite/gpu-results.md" --json "$work/suite/results.json" \
-    --title "GPU suite results (lent session)"
-fi
+for suite in suite:"" suite-jax:", JAX"; do
+  dir=$work/${suite%%:*}
+  [[ -d $dir ]] || continue
+  "$python" "$here/summarize.py" "$dir" --md "$dir/gpu-results.md" --json "$dir/results.json" \
+    --title "GPU suite results (lent session${suite#*:})"
+done

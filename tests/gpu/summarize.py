@@ -3,10 +3,10 @@
 
     summarize.py RESULTS_DIR [--md OUT.md] [--json OUT.json] [--title TEXT]
 
-RESULTS_DIR holds MODEL-CONFIG.json files written by train_bench.py (the suite names them), plus optional
-environment.json and record_smoke.txt from run_gpu_suite.sh. Per model, the `plain` run is the reference: the
-other configurations are compared with it for time (x plain) and for loss agreement over every iteration
-("bit-identical" when every loss is exactly the same, else the largest relative difference).
+RESULTS_DIR holds MODEL-CONFIG.json files written by train_bench.py and train_jax.py (model jax; the suite names
+them), plus optional environment.json and record_smoke.txt from run_gpu_suite.sh. Per model, the `plain` run is
+the reference: the other configurations are compared with it for time (x plain) and for loss agreement over every
+iteration ("bit-identical" when every loss is exactly the same, else the largest relative difference).
 """
 import argparse
 import glob
@@ -30,7 +30,18 @@ CONFIG_TEXT = {
     "um-full": "KARMA_MODE=um, device short of memory",
     "karma-full": "libkarma.so, cudaMallocAsync, device short of memory",
 }
-# Runs that are meant to run out of memory: plain PyTorch on the device made short of it.
+# The JAX model's rows where they differ: XLA's allocators instead of PyTorch's (libkarma.so sets
+# XLA_PYTHON_CLIENT_ALLOCATOR=platform and XLA_PYTHON_CLIENT_PREALLOCATE=false unless KARMA_ALLOCATORS=keep).
+JAX_CONFIG_TEXT = {
+    "plain": "JAX, enough memory",
+    "plain-again": "JAX again (run-to-run agreement)",
+    "karma": "libkarma.so, XLA's BFC allocator",
+    "karma-async": "libkarma.so, XLA's platform allocator (its default)",
+    "checkpoint": "jax.checkpoint",
+    "plain-full": "JAX, device short of memory",
+    "karma-full": "libkarma.so, XLA's platform allocator, device short of memory",
+}
+# Runs that are meant to run out of memory: plain PyTorch (or JAX) on the device made short of it.
 EXPECTED_OOM = {"plain-full"}
 
 
@@ -131,7 +142,7 @@ def rows(runs):
             out.append({
                 "model": model,
                 "config": config,
-                "what": CONFIG_TEXT.get(config, config),
+                "what": (JAX_CONFIG_TEXT.get(config) if model == "jax" else None) or CONFIG_TEXT.get(config, config),
                 "status": r.get("status", "?") + (f" ({r['message']})" if not ok and r.get("message") else ""),
                 "ms": f"{ms:.1f}" if ms is not None else "-",
                 "x_plain": f"{ms / ref_ms:.2f}" if ms is not None and ref_ms else "-",
@@ -169,8 +180,8 @@ def text_table(table):
 
 def markdown(table, env, smoke, title):
     md = [f"## {title}", ""]
-    for key in ("date", "gpu", "driver", "cuda", "torch", "karma_commit", "pressure", "iters", "warmup"):
-        if env.get(key):
+    for key in ("date", "gpu", "driver", "cuda", "torch", "jax", "karma_commit", "pressure", "iters", "warmup"):
+        if env.get(key) and env[key] != "none":
             md.append(f"- {key.replace('_', ' ')}: {env[key]}")
     if env.get("command"):
         md.append(f"- command: `{env['command']}`")
@@ -186,22 +197,31 @@ def markdown(table, env, smoke, title):
     if held:
         md += ["", "The device made short of memory (tests/gpu/occupy.py, in another process):", ""]
         md += [f"- {model} {config}: {line}" for model, config, line in held]
-    # Which allocator PyTorch ran (libkarma.so sets cudaMallocAsync unless KARMA_ALLOCATORS=keep).
+    # Which allocator PyTorch ran, and which XLA was set to (libkarma.so sets cudaMallocAsync, and XLA's platform
+    # allocator without preallocation, unless KARMA_ALLOCATORS=keep).
     backends = [(r["model"], r["config"], r["backend"]) for r in table if r.get("backend")]
-    if backends:
-        md += ["", "PyTorch's allocator backend (torch.cuda.get_allocator_backend()):", ""]
-        md += [f"- {model} {config}: {backend}" for model, config, backend in backends]
+    for heading, of_jax in (("PyTorch's allocator backend (torch.cuda.get_allocator_backend()):", False),
+                            ("XLA's allocator (XLA_PYTHON_CLIENT_ALLOCATOR and _PREALLOCATE as the JAX run saw them):",
+                             True)):
+        listed = [(m, c, b) for m, c, b in backends if (m == "jax") == of_jax]
+        if listed:
+            md += ["", heading, ""]
+            md += [f"- {model} {config}: {backend}" for model, config, backend in listed]
     summaries = [(r["model"], r["config"], r["karma_summary"]) for r in table if r.get("karma_summary")]
     if summaries:
         md += ["", "libkarma.so's exit summaries:", ""]
         md += [f"- {model} {config}: `{line}`" for model, config, line in summaries]
-    md += ["", "Times: mean of the timed iterations (CUDA events, warm-up excluded), and of their later half (a "
+    jax = any(r["model"] == "jax" for r in table)
+    md += ["", "Times: mean of the timed iterations (CUDA events, warm-up excluded"
+           + ("; JAX: wall clock to block_until_ready" if jax else "") + "), and of their later half (a "
            "KARMA run's recording, profiling iteration and recompute checks may fall in the first ones). Peak: torch.cuda's "
-           "allocator statistics (what PyTorch asked for, wherever it lives). Plan: whether libkarma.so replayed a "
+           "allocator statistics (what PyTorch asked for, wherever it lives)"
+           + ("; JAX: memory_stats() of XLA's BFC allocator (reserved: its pool), none with the platform allocator"
+              if jax else "") + ". Plan: whether libkarma.so replayed a "
            "plan (none: the row is managed memory with the budget unenforced). Loss: every iteration's loss "
            "compared with the plain run. Rows \"device short of memory\" ran beside tests/gpu/occupy.py holding all "
-           "but the budget and what the process needs outside PyTorch's allocator; plain PyTorch is expected to run "
-           "out of memory there.", ""]
+           "but the budget and what the process needs outside the framework's allocator; the plain run is expected "
+           "to run out of memory there.", ""]
     return "\n".join(md)
 
 
