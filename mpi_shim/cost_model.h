@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::dp {
 

@@ -12,8 +12,8 @@
 #include <numeric>
 
 #include "mpi_shim/host_optimizer/host_optimizer.h"
-#include "runtime/common/env.h"
-#include "runtime/common/log.h"
+#include "ground/common/env.h"
+#include "ground/common/log.h"
 
 namespace karma::dp {
 

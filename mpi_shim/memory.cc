@@ -4,7 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include "runtime/common/managed_pages.h"
+#include "ground/common/managed_pages.h"
 
 namespace karma::dp {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mpi_shim/cost_model.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::dp {
 

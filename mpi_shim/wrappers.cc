@@ -5,7 +5,7 @@
 #include "include/karma/karma.h"
 #include "mpi_shim/engine.h"
 #include "mpi_shim/host_optimizer/c_api_internal.h"
-#include "runtime/common/log.h"
+#include "ground/common/log.h"
 
 #define KARMA_EXPORT extern "C" __attribute__((visibility("default")))
 

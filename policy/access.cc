@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 
 namespace karma::policy {
 namespace {

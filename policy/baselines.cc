@@ -7,7 +7,7 @@
 
 #include "policy/planning_model.h"
 #include "policy/strategies.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::policy {
 namespace {

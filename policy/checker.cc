@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "policy/cost_model.h"
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
 
 namespace karma::policy {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "policy/plan.h"
 #include "policy/simulator.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::policy {
 

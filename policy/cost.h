@@ -2,7 +2,7 @@
 #pragma once
 
 #include "policy/hw_profile.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::policy {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "policy/hw_profile.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::policy {
 

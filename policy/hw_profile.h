@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::policy {
 

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "policy/strategies.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::policy {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::policy {
 

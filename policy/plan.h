@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/status.h"
-#include "runtime/trace/model.h"
+#include "ground/common/status.h"
+#include "ground/trace/model.h"
 
 namespace karma::policy {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "policy/plan.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::policy {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <set>
 
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::policy {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "policy/cost_model.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::policy {
 namespace {

@@ -9,7 +9,7 @@
 #include "policy/access.h"
 #include "policy/hw_profile.h"
 #include "policy/plan.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::policy {
 

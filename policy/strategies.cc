@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "policy/um.h"
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
 
 namespace karma::policy {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::solver {
 

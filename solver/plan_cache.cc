@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "policy/plan_io.h"
-#include "runtime/common/env.h"
+#include "ground/common/env.h"
 
 namespace karma::solver {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "policy/karma.h"
-#include "runtime/common/log.h"
-#include "runtime/common/units.h"
+#include "ground/common/log.h"
+#include "ground/common/units.h"
 #include "solver/problems.h"
 
 namespace karma::solver {

@@ -16,7 +16,7 @@
 #include "bench/host_optimizer/triad.h"
 #include "mpi_shim/host_optimizer/bf16.h"
 #include "mpi_shim/host_optimizer/host_optimizer.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::bench {
 namespace {

@@ -13,9 +13,9 @@
 #include "policy/cost_model.h"
 #include "policy/hw_profile.h"
 #include "policy/strategies.h"
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/load.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/load.h"
 #include "solver/planner.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // Validation and typed access for the KARMA_* table.
-#include "runtime/common/env.h"
+#include "ground/common/env.h"
 
 #include <unistd.h>
 

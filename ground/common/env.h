@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/common/env_table.h"
-#include "runtime/common/status.h"
-#include "runtime/common/units.h"
+#include "ground/common/env_table.h"
+#include "ground/common/status.h"
+#include "ground/common/units.h"
 
 namespace karma {
 

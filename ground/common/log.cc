@@ -1,5 +1,5 @@
 // The logger: one atomic level, one write(2) per message so lines from threads do not interleave.
-#include "runtime/common/log.h"
+#include "ground/common/log.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Status names and formatting.
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma {
 

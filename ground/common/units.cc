@@ -1,5 +1,5 @@
 // Parsing and printing of byte quantities and capacities.
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 #include <algorithm>
 #include <cctype>

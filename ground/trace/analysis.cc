@@ -1,5 +1,5 @@
 // Lifetimes, the ideal memory curve and summary counts of an iteration.
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 
 #include <algorithm>
 

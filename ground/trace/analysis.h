@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::trace {
 

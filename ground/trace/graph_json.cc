@@ -1,5 +1,5 @@
 // karma-graph JSON reader (every field type- and range-checked, errors name the JSON path) and writer.
-#include "runtime/trace/graph_json.h"
+#include "ground/trace/graph_json.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/common/status.h"
-#include "runtime/trace/model.h"
+#include "ground/common/status.h"
+#include "ground/trace/model.h"
 
 namespace karma::trace {
 

@@ -1,9 +1,9 @@
 // Phase and buffer-kind inference for recorded iterations.
-#include "runtime/trace/inference.h"
+#include "ground/trace/inference.h"
 
 #include <algorithm>
 
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 
 namespace karma::trace {
 namespace {

@@ -1,7 +1,7 @@
 // Phases and buffer kinds of a recorded iteration, inferred from its access pattern where the API did not say.
 #pragma once
 
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::trace {
 

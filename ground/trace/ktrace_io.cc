@@ -1,5 +1,5 @@
 // Encoder and defensive decoder of .ktrace files: every length is bounded, every record CRC-checked.
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/ktrace_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/trace/ktrace_format.h"
+#include "ground/trace/ktrace_format.h"
 
 namespace karma::trace {
 namespace {

@@ -1,11 +1,11 @@
 // Format detection: the .ktrace magic, else JSON.
-#include "runtime/trace/load.h"
+#include "ground/trace/load.h"
 
 #include <cstring>
 
-#include "runtime/trace/graph_json.h"
-#include "runtime/trace/ktrace_format.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/graph_json.h"
+#include "ground/trace/ktrace_format.h"
+#include "ground/trace/ktrace_io.h"
 
 namespace karma::trace {
 

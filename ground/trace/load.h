@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "runtime/common/status.h"
-#include "runtime/trace/model.h"
+#include "ground/common/status.h"
+#include "ground/trace/model.h"
 
 namespace karma::trace {
 

@@ -1,5 +1,5 @@
 // Names of the trace model's enumerations and the invariant check shared by every reader.
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 #include <string>
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::trace {
 

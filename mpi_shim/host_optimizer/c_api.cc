@@ -4,8 +4,8 @@
 #include "include/karma/karma.h"
 #include "mpi_shim/host_optimizer/c_api_internal.h"
 #include "mpi_shim/host_optimizer/host_optimizer.h"
-#include "runtime/common/env.h"
-#include "runtime/common/log.h"
+#include "ground/common/env.h"
+#include "ground/common/log.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "include/karma/karma.h"
 #include "mpi_shim/host_optimizer/host_optimizer.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 struct karma_optimizer {
   std::unique_ptr<karma::hostopt::HostOptimizer> impl;

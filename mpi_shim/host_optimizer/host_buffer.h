@@ -5,7 +5,7 @@
 #include <cstddef>
 
 #include "mpi_shim/host_optimizer/thread_pool.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::hostopt {
 

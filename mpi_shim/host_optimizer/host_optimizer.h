@@ -15,7 +15,7 @@
 #include "mpi_shim/host_optimizer/host_buffer.h"
 #include "mpi_shim/host_optimizer/kernels.h"
 #include "mpi_shim/host_optimizer/thread_pool.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 namespace karma::hostopt {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/common/managed_pages.h"
+#include "ground/common/managed_pages.h"
 #include "runtime/session/cuda_api.h"
 
 namespace karma::rt {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/env.h"
-#include "runtime/common/log.h"
-#include "runtime/common/units.h"
+#include "ground/common/env.h"
+#include "ground/common/log.h"
+#include "ground/common/units.h"
 
 namespace karma::rt {
 

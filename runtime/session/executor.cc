@@ -8,8 +8,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "runtime/common/log.h"
-#include "runtime/common/wall_time.h"
+#include "ground/common/log.h"
+#include "ground/common/wall_time.h"
 #include "runtime/session/arena.h"
 
 namespace karma::rt {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/common/live_stats.h"
+#include "ground/common/live_stats.h"
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/mover.h"
 #include "runtime/session/ops.h"

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/ktrace_io.h"
 
 namespace karma::rt {
 

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/common/live_stats.h"
-#include "runtime/common/status.h"
+#include "ground/common/live_stats.h"
+#include "ground/common/status.h"
 
 namespace karma::rt {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/session/arena.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::rt {
 

@@ -9,10 +9,10 @@
 #include "policy/cost_model.h"
 #include "policy/plan_io.h"
 #include "policy/strategies.h"
-#include "runtime/common/log.h"
-#include "runtime/common/units.h"
+#include "ground/common/log.h"
+#include "ground/common/units.h"
 #include "runtime/session/arena.h"
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 #include "solver/plan_cache.h"
 #include "solver/planner.h"
 

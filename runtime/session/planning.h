@@ -10,7 +10,7 @@
 #include "policy/access.h"
 #include "policy/hw_profile.h"
 #include "policy/plan.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 #include "runtime/session/recorder.h"
 
 namespace karma::rt {

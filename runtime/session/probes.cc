@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "runtime/common/wall_time.h"
+#include "ground/common/wall_time.h"
 
 namespace karma::rt {
 namespace {

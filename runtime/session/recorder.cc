@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "runtime/session/arena.h"
-#include "runtime/trace/inference.h"
+#include "ground/trace/inference.h"
 
 namespace karma::rt {
 namespace {

@@ -13,12 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/ops.h"
 #include "runtime/session/registry.h"
 #include "runtime/session/sites.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::rt {
 

@@ -7,7 +7,7 @@
 
 #include "policy/access.h"
 #include "policy/plan_builder.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 #include "runtime/session/planning.h"
 
 namespace karma::rt {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "policy/plan.h"
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 #include "runtime/session/recorder.h"
 
 namespace karma::rt {

@@ -11,12 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/common/log.h"
-#include "runtime/common/wall_time.h"
+#include "ground/common/log.h"
+#include "ground/common/wall_time.h"
 #include "runtime/session/planning.h"
 #include "runtime/session/relaunch.h"
 #include "policy/plan_io.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/ktrace_io.h"
 
 namespace karma::rt {
 namespace {

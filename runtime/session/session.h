@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "policy/hw_profile.h"
-#include "runtime/common/live_stats.h"
+#include "ground/common/live_stats.h"
 #include "runtime/session/arena.h"
 #include "runtime/session/config.h"
 #include "runtime/session/cuda_api.h"

@@ -4,7 +4,7 @@
 #include <random>
 #include <string>
 
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::testing {
 

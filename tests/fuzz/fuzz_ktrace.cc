@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/ktrace_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = karma::trace::DecodeKtrace(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -3,9 +3,9 @@
 
 #include <random>
 
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/graph_json.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/graph_json.h"
+#include "ground/trace/ktrace_io.h"
 #include "tests/common/trace_samples.h"
 
 namespace karma::trace {

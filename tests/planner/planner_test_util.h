@@ -8,8 +8,8 @@
 #include "policy/hw_profile.h"
 #include "policy/plan.h"
 #include "policy/simulator.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/load.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/load.h"
 #include "tests/common/trace_samples.h"
 
 namespace karma::testing {

@@ -10,7 +10,7 @@
 #include "policy/checker.h"
 #include "policy/cost_model.h"
 #include "policy/strategies.h"
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 
 namespace karma::policy {
 

@@ -1,5 +1,5 @@
 // Phase and buffer-kind inference on a hand-made recorded iteration (trace/inference.h).
-#include "runtime/trace/inference.h"
+#include "ground/trace/inference.h"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "interpose/hooks.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/ktrace_io.h"
 #include "tests/runtime/fake_cuda.h"
 
 namespace karma::rt {

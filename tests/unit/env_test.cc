@@ -1,5 +1,5 @@
 // Tests of the KARMA_* table: every entry is well formed, values are validated, defaults are safe.
-#include "runtime/common/env.h"
+#include "ground/common/env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Tests of karma-graph JSON import: valid files, every kind of malformed input, and lossless export.
 #include <gtest/gtest.h>
 
-#include "runtime/trace/graph_json.h"
+#include "ground/trace/graph_json.h"
 #include "tests/common/trace_samples.h"
 
 namespace karma::trace {

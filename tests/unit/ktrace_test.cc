@@ -4,8 +4,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/trace/ktrace_format.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/ktrace_format.h"
+#include "ground/trace/ktrace_io.h"
 #include "tests/common/trace_samples.h"
 
 namespace karma::trace {

@@ -1,5 +1,5 @@
 // Tests of Status, Result and the propagation macros.
-#include "runtime/common/status.h"
+#include "ground/common/status.h"
 
 #include <gtest/gtest.h>
 

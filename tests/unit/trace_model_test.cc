@@ -1,7 +1,7 @@
 // Tests of lifetimes, the ideal memory curve, summaries and model validation.
 #include <gtest/gtest.h>
 
-#include "runtime/trace/analysis.h"
+#include "ground/trace/analysis.h"
 #include "tests/common/trace_samples.h"
 
 namespace karma::trace {

@@ -1,5 +1,5 @@
 // Tests of byte and capacity parsing and printing.
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 #include <gtest/gtest.h>
 

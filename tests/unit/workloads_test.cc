@@ -1,10 +1,10 @@
 // The shared real-model workloads: op counts and ideal in-core peaks as published, same through .ktrace.
 #include <gtest/gtest.h>
 
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/ktrace_io.h"
-#include "runtime/trace/load.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/ktrace_io.h"
+#include "ground/trace/load.h"
 
 namespace karma::trace {
 namespace {

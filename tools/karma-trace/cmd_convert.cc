@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/cost.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/graph_json.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/graph_json.h"
+#include "ground/trace/ktrace_io.h"
 #include "tools/karma-trace/commands.h"
 
 namespace karma::tools {

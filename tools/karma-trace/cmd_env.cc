@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/env.h"
+#include "ground/common/env.h"
 #include "tools/karma-trace/commands.h"
 
 namespace karma::tools {

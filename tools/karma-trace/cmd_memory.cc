@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/ktrace_io.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/ktrace_io.h"
 #include "tools/karma-trace/commands.h"
 #include "tools/karma-trace/svg.h"
 

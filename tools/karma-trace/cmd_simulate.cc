@@ -7,7 +7,7 @@
 #include "policy/cost_model.h"
 #include "policy/plan_io.h"
 #include "policy/strategies.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 #include "tools/karma-trace/commands.h"
 #include "tools/karma-trace/planning_args.h"
 #include "tools/karma-trace/table.h"

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
-#include "runtime/trace/load.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
+#include "ground/trace/load.h"
 #include "tools/karma-trace/commands.h"
 
 namespace karma::tools {

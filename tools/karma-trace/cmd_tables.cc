@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "policy/cost.h"
-#include "runtime/common/units.h"
-#include "runtime/trace/analysis.h"
+#include "ground/common/units.h"
+#include "ground/trace/analysis.h"
 #include "tools/karma-trace/commands.h"
 #include "tools/karma-trace/table.h"
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "runtime/common/live_stats.h"
-#include "runtime/common/units.h"
+#include "ground/common/live_stats.h"
+#include "ground/common/units.h"
 #include "tools/karma-trace/commands.h"
 
 namespace bip = boost::interprocess;

@@ -6,8 +6,8 @@
 #include <functional>
 #include <string>
 
-#include "runtime/common/status.h"
-#include "runtime/trace/model.h"
+#include "ground/common/status.h"
+#include "ground/trace/model.h"
 
 namespace karma::tools {
 

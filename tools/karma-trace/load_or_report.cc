@@ -1,5 +1,5 @@
 // Loading an input file for a subcommand, with the error printed once in the tool's format.
-#include "runtime/trace/load.h"
+#include "ground/trace/load.h"
 #include "tools/karma-trace/commands.h"
 
 namespace karma::tools {

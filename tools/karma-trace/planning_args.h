@@ -12,7 +12,7 @@
 #include "policy/strategies.h"
 #include "solver/plan_cache.h"
 #include "solver/planner.h"
-#include "runtime/trace/model.h"
+#include "ground/trace/model.h"
 
 namespace karma::tools {
 

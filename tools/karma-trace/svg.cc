@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace karma::tools {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "policy/plan_io.h"
-#include "runtime/common/env.h"
-#include "runtime/common/units.h"
-#include "runtime/trace/load.h"
+#include "ground/common/env.h"
+#include "ground/common/units.h"
+#include "ground/trace/load.h"
 #include "tools/karma-trace/commands.h"
 
 extern char** environ;

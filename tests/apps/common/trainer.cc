@@ -16,7 +16,7 @@
 
 #include "common/layers.h"
 #include "include/karma/karma.h"
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace apps {
 

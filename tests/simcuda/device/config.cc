@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "runtime/common/units.h"
+#include "ground/common/units.h"
 
 namespace simcuda {
 
