@@ -24,7 +24,8 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
 // X(LIB, NAME): LIB is a CudaLib enumerator; NAME the exact exported symbol (versioned names spelled out).
 // Only what the session needs for itself: managed segments (and the profiling iteration's scratch), events for
 // stream-ordered reuse and timing, kernel parameter layouts and names, library state needed to read a call's
-// exact operands, and the streams, prefetches, discards and copies of the replay executor.
+// exact operands, the streams, prefetches, discards and copies of the replay executor, and the virtual memory
+// calls, copies and stream waits of the copy residency.
 #define KARMA_CUDA_API_TABLE(X)            \
   X(kCudart, cudaMallocManaged)            \
   X(kCudart, cudaMallocHost)               \
@@ -54,6 +55,16 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudart, cudaFuncGetParamInfo)         \
   X(kCudart, cudaFuncGetName)              \
   X(kDriver, cuFuncGetParamInfo)           \
+  X(kDriver, cuMemGetAllocationGranularity) \
+  X(kDriver, cuMemAddressReserve)          \
+  X(kDriver, cuMemAddressFree)             \
+  X(kDriver, cuMemCreate)                  \
+  X(kDriver, cuMemRelease)                 \
+  X(kDriver, cuMemMap)                     \
+  X(kDriver, cuMemUnmap)                   \
+  X(kDriver, cuMemSetAccess)               \
+  X(kDriver, cuMemcpyAsync)                \
+  X(kDriver, cuStreamWaitValue32_v2)       \
   X(kDriver, cuFuncGetName)                \
   X(kCublas, cublasGetPointerMode_v2)      \
   X(kCublas, cublasGetStream_v2)           \

@@ -1,0 +1,433 @@
+#include "runtime/residency/copy_residency.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace karma::rt {
+namespace {
+
+CUmemAllocationProp ChunkProp(int device, bool on_host) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = on_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = on_host ? 0 : device;
+  return prop;
+}
+
+Status Check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return Status::Ok();
+  return Internal(fmt::format("{} failed (CUresult {})", what, static_cast<int>(r)));
+}
+
+Status Check(cudaError_t r, const char* what) {
+  if (r == cudaSuccess) return Status::Ok();
+  return Internal(fmt::format("{} failed (cudaError {})", what, static_cast<int>(r)));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CopyResidency>> CopyResidency::Create(const CudaApi& api, int device, uint64_t budget) {
+  for (const void* f : {(const void*)api.cuMemGetAllocationGranularity, (const void*)api.cuMemAddressReserve,
+                        (const void*)api.cuMemCreate, (const void*)api.cuMemMap, (const void*)api.cuMemSetAccess,
+                        (const void*)api.cuMemcpyAsync, (const void*)api.cuStreamWaitValue32_v2}) {
+    if (f == nullptr) return Unsupported("the driver has no virtual memory management API");
+  }
+  std::unique_ptr<CopyResidency> r(new CopyResidency(api, device, budget));
+  if (Status st = r->Init(); !st.ok()) return st;
+  return r;
+}
+
+CopyResidency::CopyResidency(const CudaApi& api, int device, uint64_t budget)
+    : api_(api), device_(device), budget_(budget) {}
+
+Status CopyResidency::Init() {
+  LastErrorScope errors(api_);
+  const CUmemAllocationProp prop = ChunkProp(device_, false);
+  size_t g = 0;
+  if (Status st = Check(api_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                        "cuMemGetAllocationGranularity");
+      !st.ok()) {
+    return Unsupported(st.message());
+  }
+  granularity_ = g;
+  max_chunks_ = budget_ / granularity_;
+  // Host chunks must be possible: they are where the bytes go.
+  auto probe = NewChunk(true);
+  if (!probe.ok()) return Unsupported("host chunks through the virtual memory API: " + probe.status().message());
+  api_.cuMemUnmap(probe->staging, granularity_);
+  api_.cuMemAddressFree(probe->staging, granularity_);
+  api_.cuMemRelease(probe->handle);
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    LaneState& lane = lanes_[l];
+    void* flag = nullptr;
+    if (Status st = Check(api_.cudaMallocHost(&flag, sizeof(uint32_t)), "cudaMallocHost"); !st.ok()) return st;
+    lane.flag = static_cast<uint32_t*>(flag);
+    *lane.flag = 0;
+    if (Status st = Check(api_.cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        !st.ok()) {
+      return st;
+    }
+    if (Status st = Check(api_.cudaStreamCreateWithFlags(&lane.bridge, cudaStreamNonBlocking), "cudaStreamCreate");
+        !st.ok()) {
+      return st;
+    }
+    if (Status st = Check(api_.cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "cudaEventCreate");
+        !st.ok()) {
+      return st;
+    }
+  }
+  for (uint32_t l = 0; l < kLanes; ++l) lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
+  return Status::Ok();
+}
+
+CopyResidency::~CopyResidency() {
+  Finish();
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (LaneState& lane : lanes_) {
+    if (lane.thread.joinable()) lane.thread.join();
+  }
+  while (!reservations_.empty()) Release(reservations_.begin()->first);
+  for (Chunk& c : pool_) {
+    api_.cuMemUnmap(c.staging, granularity_);
+    api_.cuMemAddressFree(c.staging, granularity_);
+    api_.cuMemRelease(c.handle);
+  }
+  for (LaneState& lane : lanes_) {
+    if (lane.done != nullptr) api_.cudaEventDestroy(lane.done);
+    if (lane.stream != nullptr) api_.cudaStreamDestroy(lane.stream);
+    if (lane.bridge != nullptr) api_.cudaStreamDestroy(lane.bridge);
+    if (lane.flag != nullptr) api_.cudaFreeHost(lane.flag);
+  }
+}
+
+Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
+  const CUmemAllocationProp prop = ChunkProp(device_, on_host);
+  Chunk c;
+  if (Status st = Check(api_.cuMemCreate(&c.handle, granularity_, &prop, 0), "cuMemCreate"); !st.ok()) return st;
+  CUdeviceptr va = 0;
+  if (Status st = Check(api_.cuMemAddressReserve(&va, granularity_, granularity_, 0, 0), "cuMemAddressReserve");
+      !st.ok()) {
+    api_.cuMemRelease(c.handle);
+    return st;
+  }
+  c.staging = va;
+  if (Status st = MapOnto(va, c.handle); !st.ok()) {
+    api_.cuMemAddressFree(va, granularity_);
+    api_.cuMemRelease(c.handle);
+    return st;
+  }
+  return c;
+}
+
+Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (Status st = Check(api_.cuMemMap(addr, granularity_, 0, handle, 0), "cuMemMap"); !st.ok()) return st;
+  return Check(api_.cuMemSetAccess(addr, granularity_, &access, 1), "cuMemSetAccess");
+}
+
+Status CopyResidency::EnsureHostChunk(Granule* g) {
+  if (g->host.handle != 0) return Status::Ok();
+  auto c = NewChunk(true);
+  if (!c.ok()) return c.status();
+  g->host = *c;
+  return Status::Ok();
+}
+
+int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
+  while (true) {
+    if (!free_chunks_.empty()) {
+      const int c = free_chunks_.back();
+      free_chunks_.pop_back();
+      return c;
+    }
+    if (pool_.size() < max_chunks_) {
+      auto c = NewChunk(false);
+      if (!c.ok()) return -1;  // the device has less than the budget free: the granule stays on the host
+      pool_.push_back(*c);
+      peak_chunks_ = std::max<uint64_t>(peak_chunks_, pool_.size());
+      return static_cast<int>(pool_.size() - 1);
+    }
+    // At the budget: only an eviction or drop in flight can give a chunk back, unless it waits for this lane.
+    const LaneState& out = lanes_[kOut];
+    if (stopping_ || out_blocked_ || (out.jobs.empty() && running_[kOut] == 0)) return -1;
+    cv_.wait(lock);
+  }
+}
+
+void CopyResidency::GiveBack(int chunk) {
+  free_chunks_.push_back(chunk);
+  cv_.notify_all();
+}
+
+CopyResidency::Granule* CopyResidency::Find(uint64_t addr) {
+  auto it = reservations_.upper_bound(addr);
+  if (it == reservations_.begin()) return nullptr;
+  --it;
+  if (addr >= it->first + it->second.bytes) return nullptr;
+  return &it->second.granules[(addr - it->first) / granularity_];
+}
+
+Result<uint64_t> CopyResidency::Reserve(uint64_t bytes) {
+  LastErrorScope errors(api_);
+  bytes = (bytes + granularity_ - 1) / granularity_ * granularity_;
+  CUdeviceptr va = 0;
+  if (Status st = Check(api_.cuMemAddressReserve(&va, bytes, granularity_, 0, 0), "cuMemAddressReserve"); !st.ok()) {
+    errors.Failed();
+    return st;
+  }
+  std::unique_lock lock(mu_);
+  Reservation& r = reservations_[va];
+  r.bytes = bytes;
+  r.granules.resize(bytes / granularity_);
+  for (size_t i = 0; i < r.granules.size(); ++i) {
+    Granule& g = r.granules[i];
+    const uint64_t addr = va + i * granularity_;
+    // On the device while the pool has room now (nothing in flight is waited for), else on the host.
+    int c = -1;
+    if (!free_chunks_.empty() || pool_.size() < max_chunks_) c = TakeDeviceChunk(lock);
+    Status st = c >= 0 ? MapOnto(addr, pool_[c].handle) : EnsureHostChunk(&g);
+    if (st.ok() && c < 0) st = MapOnto(addr, g.host.handle);
+    if (!st.ok()) {
+      if (c >= 0) GiveBack(c);
+      lock.unlock();
+      errors.Failed();
+      Release(va);
+      return st;
+    }
+    g.device = c;
+  }
+  return static_cast<uint64_t>(va);
+}
+
+void CopyResidency::Release(uint64_t addr) {
+  std::lock_guard lock(mu_);
+  auto it = reservations_.find(addr);
+  if (it == reservations_.end()) return;
+  for (size_t i = 0; i < it->second.granules.size(); ++i) {
+    Granule& g = it->second.granules[i];
+    api_.cuMemUnmap(addr + i * granularity_, granularity_);
+    if (g.device >= 0) GiveBack(g.device);
+    if (g.host.handle != 0) {
+      api_.cuMemUnmap(g.host.staging, granularity_);
+      api_.cuMemAddressFree(g.host.staging, granularity_);
+      api_.cuMemRelease(g.host.handle);
+    }
+  }
+  api_.cuMemAddressFree(addr, it->second.bytes);
+  reservations_.erase(it);
+}
+
+ResidencyTicket CopyResidency::Evict(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  return Post(Kind::kEvict, r, after);
+}
+ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  return Post(Kind::kFetch, r, after);
+}
+ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  return Post(Kind::kDrop, r, after);
+}
+ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  return Post(Kind::kMake, r, after);
+}
+
+ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
+  const Lane lane = kind == Kind::kEvict || kind == Kind::kDrop ? kOut : kIn;
+  LaneState& l = lanes_[lane];
+  Job job{kind, r, nullptr, 0, {}};
+  {
+    // `after`'s position now: the lane's stream waits for it, and the job's own event marks it there.
+    LastErrorScope errors(api_);
+    for (cudaEvent_t e : after) {
+      if (e != nullptr && api_.cudaStreamWaitEvent(l.stream, e, 0) != cudaSuccess) errors.Failed();
+    }
+    if (api_.cudaEventCreateWithFlags(&job.after, cudaEventDisableTiming) != cudaSuccess ||
+        api_.cudaEventRecord(job.after, l.stream) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
+    if (Granule* g = Find(a)) job.granules.push_back({a, ++g->posted});
+  }
+  job.seq = ++l.issued;
+  l.jobs.push_back(std::move(job));
+  cv_.notify_all();
+  return {static_cast<uint32_t>(lane), l.issued};
+}
+
+void CopyResidency::Run(Lane lane) {
+  api_.cudaSetDevice(device_);
+  LaneState& l = lanes_[lane];
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !l.jobs.empty(); });
+    if (l.jobs.empty()) return;
+    Job job = std::move(l.jobs.front());
+    l.jobs.pop_front();
+    ++running_[lane];
+    lock.unlock();
+    RunJob(lane, job);
+    if (job.after != nullptr) api_.cudaEventDestroy(job.after);
+    __atomic_store_n(l.flag, job.seq, __ATOMIC_RELEASE);
+    lock.lock();
+    --running_[lane];
+    cv_.notify_all();
+  }
+}
+
+void CopyResidency::RunJob(Lane lane, const Job& job) {
+  LaneState& l = lanes_[lane];
+  const Lane other = lane == kOut ? kIn : kOut;
+  const bool copies = job.kind == Kind::kEvict || job.kind == Kind::kFetch;
+  // Granules to remap once the lane's stream gets here: (granule address, the chunk it goes onto; -1 its host
+  // chunk, kTurnOnly nothing).
+  constexpr int kTurnOnly = -2;
+  std::vector<std::pair<uint64_t, int>> moved;
+  bool after_other = false;
+  std::unique_lock lock(mu_);
+  for (const GranuleOrder& go : job.granules) {
+    Granule* g = Find(go.addr);
+    if (lane == kOut) {
+      out_blocked_ = true;  // a fetch waiting for a chunk must not wait for this lane now
+      cv_.notify_all();
+    }
+    cv_.wait(lock, [&] { return stopping_ || g == nullptr || g->completed + 1 == go.order; });
+    if (lane == kOut) out_blocked_ = false;
+    if (g == nullptr || stopping_) continue;
+    // The granule's previous move ran on the other lane: in the device's time too, this one comes after it.
+    if (g->last_lane == other && !after_other) {
+      Fail(Check(api_.cudaStreamWaitEvent(l.stream, lanes_[other].done, 0), "cudaStreamWaitEvent"));
+      after_other = true;
+    }
+    const bool to_device = lane == kIn;
+    if (!failure_ok() || (g->device >= 0) == to_device) {
+      moved.emplace_back(go.addr, kTurnOnly);
+      continue;
+    }
+    if (to_device) {
+      const int c = TakeDeviceChunk(lock);
+      if (c < 0) {
+        stranded_.fetch_add(1, std::memory_order_relaxed);
+        moved.emplace_back(go.addr, kTurnOnly);
+        continue;
+      }
+      if (copies) Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, granularity_, l.stream), "copy in"));
+      moved.emplace_back(go.addr, c);
+    } else if (Status st = EnsureHostChunk(g); !st.ok()) {
+      Fail(st);
+      moved.emplace_back(go.addr, kTurnOnly);
+    } else {
+      if (copies) Fail(Check(api_.cuMemcpyAsync(g->host.staging, pool_[g->device].staging, granularity_, l.stream), "copy out"));
+      moved.emplace_back(go.addr, -1);
+    }
+  }
+  lock.unlock();
+  // The copies done and `after` passed (it is on the lane's stream before them): the granules can be remapped.
+  Fail(Check(api_.cudaEventRecord(l.done, l.stream), "cudaEventRecord"));
+  Fail(Check(api_.cudaEventSynchronize(l.done), "cudaEventSynchronize"));
+  lock.lock();
+  for (const auto& [addr, chunk] : moved) {
+    Granule* g = Find(addr);
+    if (g == nullptr) continue;
+    if (chunk != kTurnOnly) {
+      const int old = g->device;
+      api_.cuMemUnmap(addr, granularity_);
+      Fail(MapOnto(addr, chunk >= 0 ? pool_[chunk].handle : g->host.handle));
+      g->device = chunk;
+      if (old >= 0) GiveBack(old);
+    }
+    g->last_lane = static_cast<uint8_t>(lane);
+    ++g->completed;
+  }
+  cv_.notify_all();
+}
+
+bool CopyResidency::failure_ok() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_.ok();
+}
+
+void CopyResidency::Fail(Status st) {
+  if (st.ok()) return;
+  std::lock_guard lock(failure_mu_);
+  if (failure_.ok()) failure_ = std::move(st);
+}
+
+Status CopyResidency::status() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
+Status CopyResidency::WaitOn(ResidencyTicket t, cudaStream_t stream) {
+  if (t.seq == 0 || Done(t)) return Status::Ok();
+  LastErrorScope errors(api_);
+  const CUresult r = api_.cuStreamWaitValue32_v2(stream, reinterpret_cast<CUdeviceptr>(lanes_[t.lane].flag), t.seq,
+                                                 CU_STREAM_WAIT_VALUE_GEQ);
+  if (r != CUDA_SUCCESS) errors.Failed();
+  return Check(r, "cuStreamWaitValue32");
+}
+
+Status CopyResidency::RecordDone(ResidencyTicket t, cudaEvent_t event) {
+  LaneState& l = lanes_[t.lane];
+  LastErrorScope errors(api_);
+  Status st = Status::Ok();
+  if (!Done(t)) {
+    st = Check(api_.cuStreamWaitValue32_v2(l.bridge, reinterpret_cast<CUdeviceptr>(l.flag), t.seq,
+                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+  }
+  if (st.ok()) st = Check(api_.cudaEventRecord(event, l.bridge), "cudaEventRecord");
+  if (!st.ok()) errors.Failed();
+  return st;
+}
+
+bool CopyResidency::Done(ResidencyTicket t) const {
+  if (t.seq == 0) return true;
+  const uint32_t v = __atomic_load_n(lanes_[t.lane].flag, __ATOMIC_ACQUIRE);
+  return static_cast<int32_t>(v - t.seq) >= 0;
+}
+
+void CopyResidency::Finish() {
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (!lanes_[l].jobs.empty() || running_[l] != 0) return false;
+      }
+      return true;
+    });
+  }
+  // And on the device: the caller's thread then comes after every move (what it maps or copies next too).
+  LastErrorScope errors(api_);
+  for (LaneState& lane : lanes_) {
+    if (lane.done != nullptr && api_.cudaEventSynchronize(lane.done) != cudaSuccess) errors.Failed();
+  }
+}
+
+uint64_t CopyResidency::device_bytes() const {
+  std::lock_guard lock(mu_);
+  return pool_.size() * granularity_;
+}
+
+uint64_t CopyResidency::peak_device_bytes() const {
+  std::lock_guard lock(mu_);
+  return peak_chunks_ * granularity_;
+}
+
+uint64_t CopyResidency::device_granules() const {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [addr, r] : reservations_) {
+    n += std::count_if(r.granules.begin(), r.granules.end(), [](const Granule& g) { return g.device >= 0; });
+  }
+  return n;
+}
+
+}  // namespace karma::rt

@@ -1,0 +1,152 @@
+// The `copy` residency: device memory KARMA owns through CUDA's virtual memory management API.
+//
+// Every reservation is a range of virtual addresses (cuMemAddressReserve). Each granule of it is mapped onto one
+// physical chunk at a time: a device chunk from the pool, or its own pinned host chunk (cuMemCreate on the host)
+// while its bytes are away. The pool creates device chunks as they are needed and never holds more than the
+// budget's worth; a chunk given back stays in the pool for the next one. Every chunk is also mapped, once, at an
+// address of its own (a staging address), so that a copy can fill a chunk that the granule is not mapped onto yet.
+//
+// Moves run on two threads of their own, one per direction, each with its stream, so that evictions and fetches
+// overlap on the two copy engines and no call on the caller's thread waits for a transfer:
+//   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is mapped onto its host
+//          chunk and the device chunk goes back to the pool.
+//   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
+//          chunk -> device chunk at its staging address; once it is done, the granule is mapped onto it.
+//   drop   after `after`: the granule is mapped onto its host chunk, the device chunk goes back; nothing is copied.
+//   make   a device chunk from the pool, mapped onto the granule; nothing is copied.
+// A move completes by storing its sequence number in a flag in pinned memory; WaitOn makes a stream wait for that
+// value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone records an
+// event after such a wait on a stream of the lane's own, for code that works with events.
+//
+// Where a granule's bytes are while a move is in flight: an evicted granule stays mapped onto its device chunk
+// until its copy is done (a write after the move started is lost, as with any use the plan did not foresee after
+// a granule's last use); a fetched one stays mapped onto its host chunk until its copy is done (reads see the right
+// bytes; a write meanwhile is lost). A granule is never unmapped while it may be used: the remap maps the other
+// chunk in the same critical section, on the mover's thread. Where no device chunk can be had (the pool is at the
+// budget and no move in either queue will give one back), a fetch or make leaves the granule on its host chunk:
+// correct and slow, counted in stranded().
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/residency/residency.h"
+#include "runtime/session/cuda_api.h"
+
+namespace karma::rt {
+
+class CopyResidency final : public Residency {
+ public:
+  // A residency on `device` whose device chunks hold at most `budget` bytes; Unsupported where the device cannot
+  // have both device and host chunks mapped through the virtual memory API.
+  static Result<std::unique_ptr<CopyResidency>> Create(const CudaApi& api, int device, uint64_t budget);
+  ~CopyResidency() override;
+  CopyResidency(const CopyResidency&) = delete;
+  CopyResidency& operator=(const CopyResidency&) = delete;
+
+  const char* name() const override { return "copy"; }
+  uint64_t granularity() const override { return granularity_; }
+  Result<uint64_t> Reserve(uint64_t bytes) override;
+  void Release(uint64_t addr) override;
+  ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  Status WaitOn(ResidencyTicket t, cudaStream_t stream) override;
+  Status RecordDone(ResidencyTicket t, cudaEvent_t event) override;
+  bool Done(ResidencyTicket t) const override;
+  void Finish() override;
+  uint64_t device_bytes() const override;
+  uint64_t peak_device_bytes() const override;
+
+  // Granules mapped onto the device now, and fetches or makes that found no device chunk (left on the host).
+  uint64_t device_granules() const;
+  uint64_t stranded() const { return stranded_.load(std::memory_order_relaxed); }
+  // The first failure of a CUDA call on a mover's thread (the moves after it are not made); OK when none.
+  Status status() const;
+
+ private:
+  enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake };
+  enum Lane : uint32_t { kOut = 0, kIn = 1, kLanes = 2 };  // to the host (evict, drop) / to the device
+  struct Chunk {
+    CUmemGenericAllocationHandle handle = 0;
+    uint64_t staging = 0;  // where it is mapped on its own
+  };
+  struct Granule {
+    Chunk host;                           // handle 0 until first needed
+    int device = -1;                      // index into pool_ of the device chunk it is mapped onto; -1: on the host
+    uint32_t posted = 0, completed = 0;   // moves of it posted and done: they run in the order they were posted
+    uint8_t last_lane = kLanes;           // the lane of its last move (kLanes: none yet)
+  };
+  // A granule of a job and its place among the moves of that granule (they run in that order on either lane).
+  struct GranuleOrder {
+    uint64_t addr;
+    uint32_t order;
+  };
+  struct Reservation {
+    uint64_t bytes = 0;
+    std::vector<Granule> granules;
+  };
+  struct Job {
+    Kind kind;
+    ResidencyRange range;
+    cudaEvent_t after = nullptr;  // owned: the caller's event's position, recorded on the lane's stream
+    uint32_t seq = 0;
+    std::vector<GranuleOrder> granules;
+  };
+  struct LaneState {
+    std::deque<Job> jobs;
+    uint32_t issued = 0;
+    cudaStream_t stream = nullptr;
+    cudaStream_t bridge = nullptr;  // waits for the flag's values, for RecordDone's events
+    cudaEvent_t done = nullptr;
+    uint32_t* flag = nullptr;  // pinned; the last completed seq
+    std::thread thread;
+  };
+
+  CopyResidency(const CudaApi& api, int device, uint64_t budget);
+  Status Init();
+  ResidencyTicket Post(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
+  void Run(Lane lane);
+  void RunJob(Lane lane, const Job& job);
+  // The granule at `addr`: its reservation's entry (mu_ held).
+  Granule* Find(uint64_t addr);
+  Status MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle);
+  Result<Chunk> NewChunk(bool on_host);
+  Status EnsureHostChunk(Granule* g);
+  // A free device chunk (mu_ held; waits while a move in flight may give one back); -1 when none can be had.
+  int TakeDeviceChunk(std::unique_lock<std::mutex>& lock);
+  void GiveBack(int chunk);
+  void Fail(Status st);
+  bool failure_ok() const;
+
+  const CudaApi& api_;
+  const int device_;
+  const uint64_t budget_;
+  uint64_t granularity_ = 0;
+  size_t max_chunks_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // a job posted, a chunk given back, a lane idle, stopping
+  std::map<uint64_t, Reservation> reservations_;  // by start address
+  std::vector<Chunk> pool_;
+  std::vector<int> free_chunks_;
+  std::array<LaneState, kLanes> lanes_;
+  std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
+  bool out_blocked_ = false;  // the eviction lane waits for a granule's earlier move (on the other lane)
+  bool stopping_ = false;
+  mutable std::mutex failure_mu_;
+  Status failure_;
+  std::atomic<uint64_t> stranded_{0};
+  uint64_t peak_chunks_ = 0;
+};
+
+}  // namespace karma::rt

@@ -1,0 +1,65 @@
+// The residency layer: how the bytes of a range of device memory become resident on the device, leave it (kept on
+// the host), are dropped (dead), or get device memory again to be rebuilt in. One narrow interface, so that the
+// replay says what must happen and an implementation says how: `copy` (CopyResidency: device memory KARMA owns
+// through CUDA's virtual memory API, pinned host chunks, copy-engine transfers) and, to come behind the same
+// interface, `managed` (today's managed-memory arena and prefetches, in runtime/session).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "ground/common/status.h"
+
+namespace karma::rt {
+
+// [addr, addr + bytes): whole granules (granularity()) of memory a Residency reserved.
+struct ResidencyRange {
+  uint64_t addr = 0, bytes = 0;
+};
+
+// A move in flight. Done when its bytes are where the move puts them and the range is usable there.
+struct ResidencyTicket {
+  uint32_t lane = 0;  // which queue it is in (moves of a lane complete in order)
+  uint32_t seq = 0;   // 0: nothing to wait for
+};
+
+class Residency {
+ public:
+  virtual ~Residency() = default;
+  virtual const char* name() const = 0;
+  // The unit of residency: ranges are whole multiples of it (2 MiB on a GPU).
+  virtual uint64_t granularity() const = 0;
+
+  // Memory for the allocator: `bytes` (a multiple of the granularity) of addresses every stream may use, on the
+  // device as far as the budget allows and on the host beyond it (correct, slow).
+  virtual Result<uint64_t> Reserve(uint64_t bytes) = 0;
+  // Gives a reservation back. No move of it may be pending.
+  virtual void Release(uint64_t addr) = 0;
+
+  // Each move starts once the events in `after` (recorded after the range's last use; none: now) have completed,
+  // and returns at once: no call on the caller's thread waits for a transfer.
+  // The bytes leave the device and stay readable and writable on the host through the same addresses.
+  virtual ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  // The bytes come back to the device.
+  virtual ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  // The value is dead: its device memory is given back without a copy (the addresses stay usable).
+  virtual ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  // Device memory for a value about to be rebuilt (a recompute's target): nothing is copied.
+  virtual ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+
+  // Work given to `stream` from now on runs after the move (the caller's thread does not wait).
+  virtual Status WaitOn(ResidencyTicket t, cudaStream_t stream) = 0;
+  // `event` (created by the caller) completes when the move has: for code that orders and times work with events.
+  virtual Status RecordDone(ResidencyTicket t, cudaEvent_t event) = 0;
+  // Whether the move has completed (host side), and waiting for it (tests, shutdown).
+  virtual bool Done(ResidencyTicket t) const = 0;
+  virtual void Finish() = 0;
+
+  // Device memory the layer holds now, and the most it has held.
+  virtual uint64_t device_bytes() const = 0;
+  virtual uint64_t peak_device_bytes() const = 0;
+};
+
+}  // namespace karma::rt

@@ -1,0 +1,220 @@
+// The copy residency on simcuda's virtual memory API: budgets, bytes kept through evictions and fetches, uses of a
+// range while it is away, moves that wait for each other, streams that wait for moves.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/residency/copy_residency.h"
+
+namespace karma::rt {
+namespace {
+
+// simcuda's libraries by soname, as the real ones are found (the test links them; the driver's may not be needed).
+void* Resolve(CudaLib lib, const char* name) {
+  static void* const cudart = dlopen("libcudart.so.13", RTLD_NOW);
+  static void* const driver = dlopen("libcuda.so.1", RTLD_NOW);
+  void* handle = lib == CudaLib::kCudart ? cudart : lib == CudaLib::kDriver ? driver : nullptr;
+  return handle != nullptr ? dlsym(handle, name) : nullptr;
+}
+
+class CopyResidencyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api_ = LoadCudaApi(&Resolve);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  }
+  std::unique_ptr<CopyResidency> Make(uint64_t granules) {
+    auto r = CopyResidency::Create(api_, 0, granules * (2ull << 20));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+  // Fills [addr, addr + bytes) with words derived from `seed`, through a pinned copy.
+  static void Fill(uint64_t addr, uint64_t bytes, uint32_t seed) {
+    std::vector<uint32_t> words(bytes / 4);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = seed * 2654435761u + static_cast<uint32_t>(i);
+    ASSERT_EQ(cudaMemcpy(reinterpret_cast<void*>(addr), words.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  static bool Holds(uint64_t addr, uint64_t bytes, uint32_t seed) {
+    std::vector<uint32_t> words(bytes / 4);
+    if (cudaMemcpy(words.data(), reinterpret_cast<void*>(addr), bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return false;
+    }
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] != seed * 2654435761u + static_cast<uint32_t>(i)) return false;
+    }
+    return true;
+  }
+  CudaApi api_;
+  static constexpr uint64_t kG = 2ull << 20;
+};
+
+TEST_F(CopyResidencyTest, AReservationIsOnTheDeviceAsFarAsTheBudgetGoesAndUsableBeyond) {
+  auto r = Make(4);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->granularity(), kG);
+  auto addr = r->Reserve(6 * kG - 100);  // rounded up to whole granules
+  ASSERT_TRUE(addr.ok()) << addr.status().message();
+  EXPECT_EQ(r->device_granules(), 4u);
+  EXPECT_EQ(r->device_bytes(), 4 * kG);
+  Fill(*addr, 6 * kG, 7);
+  EXPECT_TRUE(Holds(*addr, 6 * kG, 7));
+  EXPECT_EQ(r->peak_device_bytes(), 4 * kG);
+}
+
+TEST_F(CopyResidencyTest, EvictedBytesStayUsableAndComeBackWithWhatWasWrittenMeanwhile) {
+  auto r = Make(2);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG);
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, 2 * kG, 1);
+  const ResidencyTicket out = r->Evict({*addr, 2 * kG}, {});
+  r->Finish();
+  EXPECT_TRUE(r->Done(out));
+  EXPECT_EQ(r->device_granules(), 0u);
+  EXPECT_EQ(r->device_bytes(), 2 * kG) << "the pool keeps its chunks for the next fetch";
+  // A use the plan did not foresee, while the bytes are away: the right bytes, through the host chunk.
+  EXPECT_TRUE(Holds(*addr, 2 * kG, 1));
+  Fill(*addr + kG, kG, 2);
+  const ResidencyTicket in = r->Fetch({*addr, 2 * kG}, {});
+  r->Finish();
+  EXPECT_TRUE(r->Done(in));
+  EXPECT_EQ(r->device_granules(), 2u);
+  EXPECT_TRUE(Holds(*addr, kG, 1));
+  EXPECT_TRUE(Holds(*addr + kG, kG, 2));
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+}
+
+TEST_F(CopyResidencyTest, AFetchAtTheBudgetTakesTheChunkAnEvictionGivesBack) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 3);
+  Fill(*addr + kG, kG, 4);
+  r->Evict({*addr, kG}, {});
+  r->Fetch({*addr + kG, kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 1u);
+  EXPECT_EQ(r->stranded(), 0u);
+  EXPECT_EQ(r->peak_device_bytes(), kG);
+  EXPECT_TRUE(Holds(*addr, kG, 3));
+  EXPECT_TRUE(Holds(*addr + kG, kG, 4));
+}
+
+TEST_F(CopyResidencyTest, AFetchThatNoEvictionMakesRoomForStaysOnTheHostWithTheRightBytes) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG);
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr + kG, kG, 5);
+  r->Fetch({*addr + kG, kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->stranded(), 1u);
+  EXPECT_EQ(r->device_bytes(), kG);
+  EXPECT_TRUE(Holds(*addr + kG, kG, 5));
+}
+
+TEST_F(CopyResidencyTest, DropAndMakeMoveNoBytes) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kG);
+  ASSERT_TRUE(addr.ok());
+  r->Drop({*addr, kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 0u);
+  r->Make({*addr, kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 1u);
+  Fill(*addr, kG, 6);  // a recompute writes its target
+  EXPECT_TRUE(Holds(*addr, kG, 6));
+}
+
+TEST_F(CopyResidencyTest, MovesOfOneGranuleRunInTheOrderTheyWerePostedAcrossLanes) {
+  auto r = Make(2);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kG);
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 8);
+  r->Evict({*addr, kG}, {});
+  r->Fetch({*addr, kG}, {});
+  r->Evict({*addr, kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 0u);
+  EXPECT_TRUE(Holds(*addr, kG, 8));
+}
+
+TEST_F(CopyResidencyTest, AStreamWaitsForAFetchWithoutItsThreadWaiting) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kG);
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 9);
+  cudaStream_t app = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&app), cudaSuccess);
+  cudaEvent_t last_use = nullptr;
+  ASSERT_EQ(cudaEventCreate(&last_use), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(last_use, app), cudaSuccess);
+  r->Evict({*addr, kG}, {&last_use, 1});
+  const ResidencyTicket in = r->Fetch({*addr, kG}, {});
+  ASSERT_TRUE(r->WaitOn(in, app).ok());
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, kG), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, reinterpret_cast<void*>(*addr), kG, cudaMemcpyDeviceToHost, app), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(app), cudaSuccess);
+  EXPECT_TRUE(r->Done(in));
+  EXPECT_EQ(r->device_granules(), 1u);
+  EXPECT_EQ(static_cast<uint32_t*>(pinned)[1], 9 * 2654435761u + 1);
+  cudaFreeHost(pinned);
+  cudaEventDestroy(last_use);
+  cudaStreamDestroy(app);
+}
+
+TEST_F(CopyResidencyTest, AnEventCompletesWithTheMove) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kG);
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 10);
+  const ResidencyTicket out = r->Evict({*addr, kG}, {});
+  cudaEvent_t done = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_TRUE(r->RecordDone(out, done).ok());
+  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
+  EXPECT_TRUE(r->Done(out));
+  EXPECT_EQ(r->device_granules(), 0u);
+  cudaEventDestroy(done);
+  r->Finish();
+  EXPECT_TRUE(Holds(*addr, kG, 10));
+}
+
+TEST_F(CopyResidencyTest, RandomMovesNeverExceedTheBudgetNorLoseBytes) {
+  constexpr uint64_t kGranules = 12, kBudget = 5;
+  auto r = Make(kBudget);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kGranules * kG);
+  ASSERT_TRUE(addr.ok());
+  for (uint64_t i = 0; i < kGranules; ++i) Fill(*addr + i * kG, kG, 100 + static_cast<uint32_t>(i));
+  std::mt19937 rng(42);
+  for (int step = 0; step < 60; ++step) {
+    const uint64_t first = rng() % kGranules, count = 1 + rng() % 3;
+    const ResidencyRange range{*addr + first * kG, std::min(count, kGranules - first) * kG};
+    if (rng() % 2 == 0) {
+      r->Evict(range, {});
+    } else {
+      r->Fetch(range, {});
+    }
+  }
+  r->Finish();
+  EXPECT_LE(r->peak_device_bytes(), kBudget * kG);
+  EXPECT_LE(r->device_granules(), kBudget);
+  for (uint64_t i = 0; i < kGranules; ++i) EXPECT_TRUE(Holds(*addr + i * kG, kG, 100 + static_cast<uint32_t>(i))) << i;
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+}
+
+}  // namespace
+}  // namespace karma::rt
