@@ -48,7 +48,34 @@ struct HalveHidden {
   static void Body(int64_t n, uint64_t key) { HalveInPlace::Body(n, Decode(key)); }
   static void Cost(simcuda_cost* c, int64_t n, uint64_t key) { HalveInPlace::Cost(c, n, Decode(key)); }
 };
-const Module<HalveInPlace, HalveHidden> kMlpModule;
+// --read-hidden: a read through such a parameter. The last layer's backward (the first of the backward pass) reads
+// the first layer's saved input, the batch, through its bit-inverted address and adds 1/16 of its mean over the
+// global batch to its bias gradient, so that a wrong read changes the later losses and the checksum. Parameter
+// scanning records no use there: a plan moves the batch away in the forward pass and brings it back only for the
+// first layer's backward. Safe only while it is swapped (its bytes on the host, paged back on demand under managed
+// memory), not discarded for a recompute. The batch is the one saved input no recompute can rebuild (a copy from the
+// host writes it), so a plan keeps or swaps it; layer 0's output read this way gives NaN losses at 2x of 64 MiB,
+// where the plan discards and recomputes it (tests/e2e's case read_hidden checks the plan).
+bool g_read_hidden = false;
+constexpr float kReadHiddenWeight = 0.0625f;
+
+struct ReadHidden {
+  static constexpr const char* kName = "read_hidden";
+  static const float* Decode(uint64_t key) { return reinterpret_cast<const float*>(~key); }
+  static void Body(int64_t rows, int64_t cols, float scale, uint64_t key, float* db) {
+    const float* x = Decode(key);
+    for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t i = 0; i < rows; ++i) db[i] += scale * x[i + j * rows];
+    }
+  }
+  static void Cost(simcuda_cost* c, int64_t rows, int64_t cols, float /*scale*/, uint64_t key, float* db) {
+    c->flops = 2 * static_cast<double>(rows) * static_cast<double>(cols);
+    c->bytes = 4 * (static_cast<double>(rows) * static_cast<double>(cols) + 2 * static_cast<double>(rows));
+    k::Range(c, Decode(key), rows * cols);
+    k::Range(c, db, rows);
+  }
+};
+const Module<HalveInPlace, HalveHidden, ReadHidden> kMlpModule;
 
 class Mlp : public Model {
  public:
@@ -117,6 +144,11 @@ class Mlp : public Model {
       c.Free(s.mask);
       c.Gemm(false, true, w, w, b, dz, w, s.input, w, weights_[l].g, w);
       c.Run<k::RowSum>(n, int64_t{w}, int64_t{b}, static_cast<const float*>(dz), biases_[l].g);
+      if (g_read_hidden && l == depth - 1) {
+        const float scale = kReadHiddenWeight / (static_cast<float>(b) * static_cast<float>(s_.shards));
+        c.Run<ReadHidden>(n, int64_t{w}, int64_t{b}, scale,
+                          ~reinterpret_cast<uint64_t>(saved[0].input), biases_[l].g);
+      }
       g = nullptr;
       if (l > 0) {
         g = c.New(n);
@@ -176,6 +208,9 @@ int main(int argc, char** argv) {
     cli.add_flag("--inplace-hidden", g_inplace_hidden,
                  "variant: the same, through a kernel parameter that does not look like a pointer")
         ->excludes(visible);
+    cli.add_flag("--read-hidden", g_read_hidden,
+                 "variant: the last layer's backward reads the first layer's saved input (the batch) through a "
+                 "kernel parameter that does not look like a pointer");
   };
   return apps::RunTrainer(argc, argv, app);
 }

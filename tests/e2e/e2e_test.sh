@@ -4,7 +4,7 @@
 # SPEED 0 skips the speed checks (the sanitizer build runs at 16 MiB, where every tensor is smaller than a 2 MiB
 # page and paging granularity, not the plan, sets the times); correctness is checked either way.
 # CASE: oom | mlp_K | skipnet_K (footprint K x MEM, K = 2, 3, 4) | segments | segments_3 | segments_4 | drift | replay |
-#       trace | inplace | inplace_hidden | cooperative | driver_copies | app_thread | link | stress
+#       trace | inplace | inplace_hidden | read_hidden | cooperative | driver_copies | app_thread | link | stress
 # Virtual times only (the "ms" of the apps' iteration lines come from simcuda's clock).
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
@@ -235,6 +235,78 @@ inplace_hidden)
   # validation (recomputed buffer against the original) catches it. The originals are put back: exact results.
   # 3x: recompute is planned at 16 MiB too.
   checked --inplace-hidden 3 "rejected: the recomputed buffers differ from the originals"
+  ;;
+read_hidden)
+  # mlp_trainer --read-hidden: the last layer's backward reads the batch (the first layer's saved input) through a
+  # bit-inverted address, a read the recording cannot see. The plan must have the batch away at that point, swapped
+  # out in the forward pass and swapped in only after the read (so managed memory pages it back on demand), never
+  # discarded: otherwise the case does not test what it says. Bit-identical to in core. 3x: the swap-in is issued 26
+  # ops after the read on 64 and on 16 MiB (at 2x 2 ops after it on 64 MiB). Planner I only (KARMA_SOLVER=heuristic),
+  # as in `checked`: its plan is the same in every run, while Planner II's depends on host time.
+  args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async --read-hidden)
+  run ref -- "$bin/mlp_trainer" "${args[@]}"
+  must_run ref
+  KARMA_SOLVER=heuristic KARMA_LOG=info run karma --mem "$mem" --karma -- "$bin/mlp_trainer" "${args[@]}"
+  must_run karma
+  same ref karma
+  summary=$(grep '^karma: mode auto, [0-9]* iteration' "$tmp/karma.err")
+  plan=$(grep -o '; plan [^;]*\.plan\.json' <<<"$summary" | sed 's/^; plan //')
+  trace=$(grep -o '; trace [^;]*\.ktrace' <<<"$summary" | sed 's/^; trace //')
+  [[ -f $plan && -f $trace ]] || fail "no replayed plan or trace in the exit summary: $summary"
+  "$bin/karma-trace" export "$trace" --json "$tmp/it.json" >/dev/null || fail "karma-trace export fails"
+  python3 - "$tmp/it.json" "$plan" <<'PY' || fail "the plan does not keep the hidden read's buffer swapped out there"
+import json, sys
+it, plan = (json.load(open(f)) for f in sys.argv[1:3])
+ops = it["ops"]
+reads = [o for o in ops if o["name"] == "read_hidden"]
+if len(reads) != 1:
+    sys.exit(f"expected one read_hidden op in the recorded iteration, found {len(reads)}")
+r = reads[0]["id"]
+# The batch: what an upload (a copy) wrote and the first GEMM reads.
+copied = {b for o in ops if o.get("kind") == "copy" for b in o["writes"]}
+gemm = next(o for o in ops if "Sgemm" in o["name"])
+batch = [b for b in gemm["reads"] if b in copied]
+if len(batch) != 1:
+    sys.exit(f"cannot tell the batch among op {gemm['id']}'s reads {gemm['reads']}")
+h = batch[0]
+seen = {b for k in ("reads", "writes", "touches") for b in reads[0].get(k, [])}
+if h in seen:
+    sys.exit(f"the recording sees op {r} (read_hidden) use buffer {h}: the read is not hidden")
+mib = it["tensors"][h]["bytes"] / 2**20
+mine = []
+for a in plan["actions"]:
+    if a["kind"] == "recompute":
+        if any(h in ops[op]["writes"] for op in a["ops"]):
+            sys.exit(f"buffer {h} (the batch) is rebuilt by a recompute before op {a['before']}")
+    elif a["buffer"] == h:
+        mine.append(a)
+uses = [o["id"] for o in ops if h in o["reads"] or h in o["writes"]]
+last = uses[-1]
+desc = ", ".join(f"{a['kind']} after op {a['after']}" for a in mine) or "no action"
+print(f"the hidden read is op {r} (read_hidden) of {len(ops)}; buffer {h} (the batch, {mib:.2f} MiB, recorded uses:"
+      f" ops {', '.join(map(str, uses))}): {desc}")
+if any(a["kind"] == "discard" and a["after"] < last for a in mine):
+    sys.exit(f"buffer {h} is discarded before its last use (op {last}): a read KARMA does not see finds no data")
+before = [a for a in mine if a["after"] < r]
+after = [a for a in mine if a["after"] >= r]
+if not before or before[-1]["kind"] != "swap_out" or before[-1].get("keep"):
+    state = "swapped in again" if before and before[-1]["kind"] == "swap_in" else "kept on the device"
+    sys.exit(f"buffer {h} is not away when op {r} reads it: {state}")
+if not after or after[0]["kind"] != "swap_in":
+    sys.exit(f"buffer {h} is not swapped in after op {r}")
+PY
+  # The read feeds the results: without it, two iterations already end on other weights.
+  iters=2
+  run with -- "$bin/mlp_trainer" --iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async --read-hidden
+  must_run with
+  run without -- "$bin/mlp_trainer" --iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async
+  must_run without
+  [[ $(grep '^checksum' "$tmp/with.out") != "$(grep '^checksum' "$tmp/without.out")" ]] ||
+    fail "--read-hidden does not change the results: $(cat "$tmp/with.out")"
+  faults=$(grep -o 'faults [0-9]*' <<<"$summary")
+  echo "read_hidden at 3x of $mem: bit-identical; the exit summary reports ${faults#faults } faults (reads KARMA saw" \
+    "of data it moved away; the hidden read is not among them)"
+  echo "$summary"
   ;;
 app_thread)
   # KARMA_MOVE_THREADS=0: the plan's prefetches and evictions go out from inside the application's launches instead
