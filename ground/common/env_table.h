@@ -33,6 +33,10 @@
     "Issue the plan's prefetches and evictions from two threads of KARMA's own (one per direction), so that the " \
     "application's launches wait only where they need the data; 0: inside the application's launches (on an "    \
     "H100 a batched call holds its caller for the transfer).")                                                  \
+  X(KARMA_RESIDENCY, kEnum, "managed", "auto|copy|managed",                                                  \
+    "How the plan moves data: copy (device memory KARMA owns through CUDA's virtual memory API, pinned host "    \
+    "chunks, copy engines; a pool that never holds more than KARMA_CAPACITY), managed (the paper's: managed "    \
+    "memory, prefetches and evictions), auto: copy where the device supports host chunks, else managed.")      \
   X(KARMA_ALLOCATORS, kEnum, "per-tensor", "per-tensor|keep",                                                \
     "Frameworks' device allocators when KARMA plans (KARMA_MODE auto, record, replay): per-tensor sets, at "     \
     "load, the switches that make PyTorch, TensorFlow and JAX allocate each tensor (PYTORCH_ALLOC_CONF and "     \

@@ -155,9 +155,12 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
       peak_chunks_ = std::max<uint64_t>(peak_chunks_, pool_.size());
       return static_cast<int>(pool_.size() - 1);
     }
-    // At the budget: only an eviction or drop in flight can give a chunk back, unless it waits for this lane.
-    const LaneState& out = lanes_[kOut];
-    if (stopping_ || out_blocked_ || (out.jobs.empty() && running_[kOut] == 0)) return -1;
+    if (const int c = TakeDroppedChunk(lock); c >= 0) return c;
+    // At the budget: only an eviction or drop in flight can give a chunk back, unless it waits for a move that
+    // waits for this one.
+    bool coming = false;
+    for (Lane l : {kOut, kDead}) coming = coming || ((!lanes_[l].jobs.empty() || running_[l] != 0) && !blocked_[l]);
+    if (stopping_ || !coming) return -1;
     cv_.wait(lock);
   }
 }
@@ -168,6 +171,10 @@ void CopyResidency::GiveBack(int chunk) {
 }
 
 CopyResidency::Granule* CopyResidency::Find(uint64_t addr) {
+  return const_cast<Granule*>(static_cast<const CopyResidency*>(this)->Find(addr));
+}
+
+const CopyResidency::Granule* CopyResidency::Find(uint64_t addr) const {
   auto it = reservations_.upper_bound(addr);
   if (it == reservations_.begin()) return nullptr;
   --it;
@@ -175,7 +182,7 @@ CopyResidency::Granule* CopyResidency::Find(uint64_t addr) {
   return &it->second.granules[(addr - it->first) / granularity_];
 }
 
-Result<uint64_t> CopyResidency::Reserve(uint64_t bytes) {
+Result<uint64_t> CopyResidency::Reserve(uint64_t bytes, bool on_device) {
   LastErrorScope errors(api_);
   bytes = (bytes + granularity_ - 1) / granularity_ * granularity_;
   CUdeviceptr va = 0;
@@ -192,7 +199,7 @@ Result<uint64_t> CopyResidency::Reserve(uint64_t bytes) {
     const uint64_t addr = va + i * granularity_;
     // On the device while the pool has room now (nothing in flight is waited for), else on the host.
     int c = -1;
-    if (!free_chunks_.empty() || pool_.size() < max_chunks_) c = TakeDeviceChunk(lock);
+    if (on_device && (!free_chunks_.empty() || pool_.size() < max_chunks_)) c = TakeDeviceChunk(lock);
     Status st = c >= 0 ? MapOnto(addr, pool_[c].handle) : EnsureHostChunk(&g);
     if (st.ok() && c < 0) st = MapOnto(addr, g.host.handle);
     if (!st.ok()) {
@@ -214,6 +221,8 @@ void CopyResidency::Release(uint64_t addr) {
   for (size_t i = 0; i < it->second.granules.size(); ++i) {
     Granule& g = it->second.granules[i];
     api_.cuMemUnmap(addr + i * granularity_, granularity_);
+    if (g.dead != nullptr) dropped_.erase(g.dropped_as);
+    g.dead.reset();
     if (g.device >= 0) GiveBack(g.device);
     if (g.host.handle != 0) {
       api_.cuMemUnmap(g.host.staging, granularity_);
@@ -232,14 +241,87 @@ ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent
   return Post(Kind::kFetch, r, after);
 }
 ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  if (DropOrReviveInPlace(Kind::kDrop, r, after)) return {kDead, 0};
   return Post(Kind::kDrop, r, after);
 }
 ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  if (DropOrReviveInPlace(Kind::kMake, r, after)) return {kNew, 0};
   return Post(Kind::kMake, r, after);
 }
 
+bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
+  std::shared_ptr<CUevent_st> dead;
+  if (kind == Kind::kDrop) {
+    // One event for the drop's granules, after `after`, on the drop lane's stream (the caller's may be re-recorded).
+    LastErrorScope errors(api_);
+    cudaEvent_t e = nullptr;
+    const cudaStream_t s = lanes_[kDead].stream;
+    for (cudaEvent_t w : after) {
+      if (w != nullptr && api_.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
+    }
+    if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+      errors.Failed();
+      return false;
+    }
+    dead = std::shared_ptr<CUevent_st>(e, [api = &api_](cudaEvent_t x) { api->cudaEventDestroy(x); });
+    if (api_.cudaEventRecord(e, s) != cudaSuccess) errors.Failed();
+  }
+  std::lock_guard lock(mu_);
+  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
+    const Granule* g = Find(a);
+    if (g != nullptr && (g->posted != g->completed || (kind == Kind::kMake && g->device < 0))) return false;
+  }
+  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
+    Granule* g = Find(a);
+    if (g == nullptr || g->device < 0) continue;  // a drop of a granule on the host changes nothing
+    if (g->dead != nullptr) dropped_.erase(g->dropped_as);
+    g->dead = dead;
+    if (dead != nullptr) {
+      g->dropped_as = ++drops_;
+      dropped_.emplace(g->dropped_as, a);
+    }
+  }
+  cv_.notify_all();  // a fetch waiting for room may take a dropped chunk
+  return true;
+}
+
+int CopyResidency::TakeDroppedChunk(std::unique_lock<std::mutex>& lock) {
+  while (!dropped_.empty()) {
+    // The first dropped granule with no move pending whose value is dead by now; else wait for the first one's.
+    Granule* pick = nullptr;
+    uint64_t pick_addr = 0;
+    std::shared_ptr<CUevent_st> wait_for;
+    for (const auto& [n, a] : dropped_) {
+      Granule* g = Find(a);
+      if (g == nullptr || g->dead == nullptr || g->posted != g->completed) continue;
+      if (api_.cudaEventQuery(g->dead.get()) == cudaSuccess) {
+        pick = g;
+        pick_addr = a;
+        break;
+      }
+      if (wait_for == nullptr) wait_for = g->dead;
+    }
+    if (pick == nullptr) {
+      if (wait_for == nullptr) return -1;
+      lock.unlock();
+      api_.cudaEventSynchronize(wait_for.get());
+      lock.lock();
+      continue;
+    }
+    if (!EnsureHostChunk(pick).ok()) return -1;
+    const int chunk = pick->device;
+    api_.cuMemUnmap(pick_addr, granularity_);
+    Fail(MapOnto(pick_addr, pick->host.handle));
+    pick->device = -1;
+    pick->dead.reset();
+    dropped_.erase(pick->dropped_as);
+    return chunk;
+  }
+  return -1;
+}
+
 ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
-  const Lane lane = kind == Kind::kEvict || kind == Kind::kDrop ? kOut : kIn;
+  const Lane lane = kind == Kind::kEvict ? kOut : kind == Kind::kFetch ? kIn : kind == Kind::kMake ? kNew : kDead;
   LaneState& l = lanes_[lane];
   Job job{kind, r, nullptr, 0, {}};
   {
@@ -285,29 +367,32 @@ void CopyResidency::Run(Lane lane) {
 
 void CopyResidency::RunJob(Lane lane, const Job& job) {
   LaneState& l = lanes_[lane];
-  const Lane other = lane == kOut ? kIn : kOut;
   const bool copies = job.kind == Kind::kEvict || job.kind == Kind::kFetch;
   // Granules to remap once the lane's stream gets here: (granule address, the chunk it goes onto; -1 its host
   // chunk, kTurnOnly nothing).
   constexpr int kTurnOnly = -2;
   std::vector<std::pair<uint64_t, int>> moved;
-  bool after_other = false;
+  uint32_t after_other = 0;  // lanes waited for
   std::unique_lock lock(mu_);
   for (const GranuleOrder& go : job.granules) {
     Granule* g = Find(go.addr);
-    if (lane == kOut) {
-      out_blocked_ = true;  // a fetch waiting for a chunk must not wait for this lane now
+    if (g != nullptr && g->completed + 1 != go.order) {
+      blocked_[lane] = true;  // a fetch waiting for a chunk must not wait for this lane now
       cv_.notify_all();
+      cv_.wait(lock, [&] { return stopping_ || g->completed + 1 == go.order; });
+      blocked_[lane] = false;
     }
-    cv_.wait(lock, [&] { return stopping_ || g == nullptr || g->completed + 1 == go.order; });
-    if (lane == kOut) out_blocked_ = false;
     if (g == nullptr || stopping_) continue;
-    // The granule's previous move ran on the other lane: in the device's time too, this one comes after it.
-    if (g->last_lane == other && !after_other) {
-      Fail(Check(api_.cudaStreamWaitEvent(l.stream, lanes_[other].done, 0), "cudaStreamWaitEvent"));
-      after_other = true;
+    // The granule's previous move ran on another lane: in the device's time too, this one comes after it.
+    if (g->last_lane < kLanes && g->last_lane != lane && !(after_other & (1u << g->last_lane))) {
+      Fail(Check(api_.cudaStreamWaitEvent(l.stream, lanes_[g->last_lane].done, 0), "cudaStreamWaitEvent"));
+      after_other |= 1u << g->last_lane;
     }
-    const bool to_device = lane == kIn;
+    const bool to_device = lane == kIn || lane == kNew;
+    if (g->dead != nullptr && (to_device || job.kind == Kind::kEvict)) {
+      g->dead.reset();  // revived in place (a make), or evicted after all
+      dropped_.erase(g->dropped_as);
+    }
     if (!failure_ok() || (g->device >= 0) == to_device) {
       moved.emplace_back(go.addr, kTurnOnly);
       continue;
@@ -342,6 +427,10 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       api_.cuMemUnmap(addr, granularity_);
       Fail(MapOnto(addr, chunk >= 0 ? pool_[chunk].handle : g->host.handle));
       g->device = chunk;
+      if (g->dead != nullptr) {
+        g->dead.reset();
+        dropped_.erase(g->dropped_as);
+      }
       if (old >= 0) GiveBack(old);
     }
     g->last_lane = static_cast<uint8_t>(lane);
@@ -386,6 +475,15 @@ Status CopyResidency::RecordDone(ResidencyTicket t, cudaEvent_t event) {
   if (st.ok()) st = Check(api_.cudaEventRecord(event, l.bridge), "cudaEventRecord");
   if (!st.ok()) errors.Failed();
   return st;
+}
+
+bool CopyResidency::Resident(ResidencyRange r) const {
+  std::lock_guard lock(mu_);
+  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
+    const Granule* g = Find(a);
+    if (g != nullptr && (g->device < 0 || g->dead != nullptr || g->posted != g->completed)) return false;
+  }
+  return true;
 }
 
 bool CopyResidency::Done(ResidencyTicket t) const {

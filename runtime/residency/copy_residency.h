@@ -6,8 +6,8 @@
 // budget's worth; a chunk given back stays in the pool for the next one. Every chunk is also mapped, once, at an
 // address of its own (a staging address), so that a copy can fill a chunk that the granule is not mapped onto yet.
 //
-// Moves run on two threads of their own, one per direction, each with its stream, so that evictions and fetches
-// overlap on the two copy engines and no call on the caller's thread waits for a transfer:
+// Moves run on threads of their own, one per direction (and one for makes), each with its stream, so that
+// evictions and fetches overlap on the two copy engines and no call on the caller's thread waits for a transfer:
 //   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is mapped onto its host
 //          chunk and the device chunk goes back to the pool.
 //   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -54,7 +55,7 @@ class CopyResidency final : public Residency {
 
   const char* name() const override { return "copy"; }
   uint64_t granularity() const override { return granularity_; }
-  Result<uint64_t> Reserve(uint64_t bytes) override;
+  Result<uint64_t> Reserve(uint64_t bytes, bool on_device = true) override;
   void Release(uint64_t addr) override;
   ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) override;
   ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) override;
@@ -62,6 +63,7 @@ class CopyResidency final : public Residency {
   ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) override;
   Status WaitOn(ResidencyTicket t, cudaStream_t stream) override;
   Status RecordDone(ResidencyTicket t, cudaEvent_t event) override;
+  bool Resident(ResidencyRange r) const override;
   bool Done(ResidencyTicket t) const override;
   void Finish() override;
   uint64_t device_bytes() const override;
@@ -75,7 +77,9 @@ class CopyResidency final : public Residency {
 
  private:
   enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake };
-  enum Lane : uint32_t { kOut = 0, kIn = 1, kLanes = 2 };  // to the host (evict, drop) / to the device
+  // To the host (evict), to the device (fetch), device memory without a copy (make), dead values (drop): a make
+  // or a drop never waits behind another granule's transfer.
+  enum Lane : uint32_t { kOut = 0, kIn = 1, kNew = 2, kDead = 3, kLanes = 4 };
   struct Chunk {
     CUmemGenericAllocationHandle handle = 0;
     uint64_t staging = 0;  // where it is mapped on its own
@@ -85,6 +89,10 @@ class CopyResidency final : public Residency {
     int device = -1;                      // index into pool_ of the device chunk it is mapped onto; -1: on the host
     uint32_t posted = 0, completed = 0;   // moves of it posted and done: they run in the order they were posted
     uint8_t last_lane = kLanes;           // the lane of its last move (kLanes: none yet)
+    // Dropped while on the device: its value is dead once this event has completed, and its chunk may then be
+    // taken for another granule (the granule then goes onto its host chunk); a make revives it in place.
+    std::shared_ptr<CUevent_st> dead;
+    uint64_t dropped_as = 0;  // its key in dropped_ while dead
   };
   // A granule of a job and its place among the moves of that granule (they run in that order on either lane).
   struct GranuleOrder {
@@ -119,11 +127,18 @@ class CopyResidency final : public Residency {
   void RunJob(Lane lane, const Job& job);
   // The granule at `addr`: its reservation's entry (mu_ held).
   Granule* Find(uint64_t addr);
+  const Granule* Find(uint64_t addr) const;
   Status MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle);
   Result<Chunk> NewChunk(bool on_host);
   Status EnsureHostChunk(Granule* g);
-  // A free device chunk (mu_ held; waits while a move in flight may give one back); -1 when none can be had.
+  // A free device chunk (mu_ held; waits while a move in flight may give one back, takes a dropped granule's);
+  // -1 when none can be had.
   int TakeDeviceChunk(std::unique_lock<std::mutex>& lock);
+  // The chunk of a dropped granule whose value is dead by now (mu_ held; may wait for a drop's event); -1: none.
+  int TakeDroppedChunk(std::unique_lock<std::mutex>& lock);
+  // Drops and makes of granules with no move pending happen at once, without a job: a drop marks the granule, a
+  // make of a granule on the device revives it. Returns false when some granule needs a job.
+  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
   void GiveBack(int chunk);
   void Fail(Status st);
   bool failure_ok() const;
@@ -139,9 +154,13 @@ class CopyResidency final : public Residency {
   std::map<uint64_t, Reservation> reservations_;  // by start address
   std::vector<Chunk> pool_;
   std::vector<int> free_chunks_;
+  // Granules on the device whose value is dead (Granule::dead), oldest drop first: the first to give their chunks
+  // (the ones dropped last are the likeliest to be allocated again soon, and revived in place).
+  std::map<uint64_t, uint64_t> dropped_;  // drop number -> granule address
+  uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
-  bool out_blocked_ = false;  // the eviction lane waits for a granule's earlier move (on the other lane)
+  std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)
   bool stopping_ = false;
   mutable std::mutex failure_mu_;
   Status failure_;

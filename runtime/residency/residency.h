@@ -33,8 +33,9 @@ class Residency {
   virtual uint64_t granularity() const = 0;
 
   // Memory for the allocator: `bytes` (a multiple of the granularity) of addresses every stream may use, on the
-  // device as far as the budget allows and on the host beyond it (correct, slow).
-  virtual Result<uint64_t> Reserve(uint64_t bytes) = 0;
+  // device as far as the budget allows and on the host beyond it (correct, slow); with `on_device` false, all on
+  // the host (an allocator then makes device memory for what it hands out, Make).
+  virtual Result<uint64_t> Reserve(uint64_t bytes, bool on_device = true) = 0;
   // Gives a reservation back. No move of it may be pending.
   virtual void Release(uint64_t addr) = 0;
 
@@ -53,6 +54,8 @@ class Residency {
   virtual Status WaitOn(ResidencyTicket t, cudaStream_t stream) = 0;
   // `event` (created by the caller) completes when the move has: for code that orders and times work with events.
   virtual Status RecordDone(ResidencyTicket t, cudaEvent_t event) = 0;
+  // Whether every granule of `r` is on the device with no move of it pending (a Make would change nothing).
+  virtual bool Resident(ResidencyRange r) const = 0;
   // Whether the move has completed (host side), and waiting for it (tests, shutdown).
   virtual bool Done(ResidencyTicket t) const = 0;
   virtual void Finish() = 0;

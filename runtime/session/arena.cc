@@ -119,6 +119,16 @@ bool Arena::Contains(uint64_t addr) const {
 }
 
 bool Arena::GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure) {
+  if (source_) {
+    const uint64_t request = std::max(AlignUp(options_.segment_bytes, kLargePage), AlignUp(span, kLargePage));
+    const uint64_t start = source_(request);
+    if (start == 0) {
+      failure->status = AllocStatus::kOutOfMemory;
+      failure->error = cudaErrorMemoryAllocation;
+      return false;
+    }
+    return AddSegmentLocked(start, request);
+  }
   if (api_.cudaMallocManaged == nullptr) {
     failure->status = AllocStatus::kUnavailable;
     failure->error = cudaErrorNotSupported;
@@ -144,7 +154,10 @@ bool Arena::GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure)
   }
   const uint64_t raw = reinterpret_cast<uint64_t>(p);
   const uint64_t start = AlignUp(raw, kLargePage);
-  const uint64_t size = AlignDown(raw + request, kLargePage) - start;
+  return AddSegmentLocked(start, AlignDown(raw + request, kLargePage) - start);
+}
+
+bool Arena::AddSegmentLocked(uint64_t start, uint64_t size) {
   const auto region = static_cast<uint32_t>(segments_.size() + 1);
   segments_.emplace(start, Segment{size, region});
   large_.AddRange(start, size, region);
@@ -190,7 +203,7 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
   Block block;
   uint64_t addr = 0;
   const uint32_t ordinal = ordinal_++;
-  if (ordinal < hints_.size() && hints_[ordinal].span == span &&
+  if (!recent_first_ && ordinal < hints_.size() && hints_[ordinal].span == span &&
       TakeAtLocked(hints_[ordinal].addr, span, small, stream, &block)) {
     addr = hints_[ordinal].addr;
     usage_.placement_hits++;
@@ -202,7 +215,8 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
       // Oldest first: with the same frees and allocations every iteration, each allocation then gets the
       // block the same allocation got last time (newest first would swap equal-sized blocks every iteration).
       const size_t scan = std::min(d.size(), kPendingScan);
-      for (size_t i = 0; i < scan; ++i) {
+      for (size_t j = 0; j < scan; ++j) {
+        const size_t i = recent_first_ ? d.size() - 1 - j : j;
         auto it = d.begin() + static_cast<std::ptrdiff_t>(i);
         if (it->block.span == span && it->block.small == small) {
           addr = it->addr;
@@ -300,7 +314,17 @@ Arena::FreeStatus Arena::Free(uint64_t addr, StreamKey stream) {
   return FreeStatus::kFreed;
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> Arena::SlabPagesFreedBy(uint64_t addr, StreamKey stream) const {
+uint64_t Arena::SolePage(uint64_t addr, uint64_t page_bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(addr);
+  if (it == live_.end() || !it->second.small) return 0;
+  const uint64_t page = AlignDown(addr, page_bytes);
+  if (addr + it->second.span > page + page_bytes) return 0;
+  return small_.FreeBytesIn(page, page + page_bytes) + it->second.span == page_bytes ? page : 0;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Arena::SlabPagesFreedBy(uint64_t addr, StreamKey stream,
+                                                                   uint64_t page_bytes) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<uint64_t, uint64_t>> pages;
   auto it = live_.find(addr);
@@ -310,15 +334,15 @@ std::vector<std::pair<uint64_t, uint64_t>> Arena::SlabPagesFreedBy(uint64_t addr
     return std::min(b, hi) > std::max(a, lo) ? std::min(b, hi) - std::max(a, lo) : 0;
   };
   const auto same = pending_.find(stream == kSyncStream ? 0 : stream);
-  for (uint64_t page = AlignDown(addr, kResidencyPage); page < end; page += kResidencyPage) {
-    const uint64_t hi = page + kResidencyPage;
+  for (uint64_t page = AlignDown(addr, page_bytes); page < end; page += page_bytes) {
+    const uint64_t hi = page + page_bytes;
     uint64_t dead = small_.FreeBytesIn(page, hi) + overlap(addr, end, page, hi);
     if (same != pending_.end()) {
       for (const Pending& q : same->second) {
         if (q.block.small) dead += overlap(q.addr, q.addr + q.block.span, page, hi);
       }
     }
-    if (dead == kResidencyPage) pages.emplace_back(page, kResidencyPage);
+    if (dead == page_bytes) pages.emplace_back(page, page_bytes);
   }
   return pages;
 }

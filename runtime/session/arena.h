@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -80,6 +81,9 @@ class Arena {
   struct Options {
     uint64_t segment_bytes = 256ull << 20;
   };
+  // Where segments come from instead of cudaMallocManaged (the copy residency's reservations): the address of
+  // `bytes` (a multiple of 2 MiB), or 0 when there is none.
+  using SegmentSource = std::function<uint64_t(uint64_t bytes)>;
   enum class AllocStatus { kOk, kOutOfMemory, kUnavailable };
   struct AllocResult {
     AllocStatus status = AllocStatus::kOk;
@@ -89,6 +93,11 @@ class Arena {
   enum class FreeStatus { kFreed, kNotArena, kInvalid };
 
   Arena(const CudaApi& api, Options options);
+  // Before the first allocation.
+  void SetSegmentSource(SegmentSource source) { source_ = std::move(source); }
+  // Reuse the block freed last rather than the one this allocation got last time (no placement by history): on
+  // the copy path a block freed recently still has its device memory, an older one may have given it away.
+  void PreferRecentlyFreed() { recent_first_ = true; }
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -108,7 +117,12 @@ class Arena {
   // free ones and those freed earlier on the same stream (whose work precedes this free). Their contents are dead
   // once the stream reaches the free, so they may leave the device without a write-back. Empty for a large block
   // (its pages are its own) or an address that is not a live block.
-  std::vector<std::pair<uint64_t, uint64_t>> SlabPagesFreedBy(uint64_t addr, StreamKey stream) const;
+  // The start of the `page_bytes` page a small block lies in when no other block is live there (a slab it has to
+  // itself: its pages may get device memory without a copy); 0 otherwise.
+  uint64_t SolePage(uint64_t addr, uint64_t page_bytes) const;
+  // Pages of `page_bytes` (the managed residency page, or the copy path's 2 MiB chunk).
+  std::vector<std::pair<uint64_t, uint64_t>> SlabPagesFreedBy(uint64_t addr, StreamKey stream,
+                                                              uint64_t page_bytes = kResidencyPage) const;
   // The allocation ordinals restart; this iteration's placements become the next one's hints.
   void BeginIteration();
   // Moves blocks whose stream reached their free back to the free lists.
@@ -139,6 +153,7 @@ class Arena {
   };
   uint64_t AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
   bool GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
+  bool AddSegmentLocked(uint64_t start, uint64_t size);
   bool TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey stream, Block* out);
   void ReleaseLocked(uint64_t addr, const Block& b);
   void PollLocked();
@@ -149,6 +164,8 @@ class Arena {
 
   const CudaApi& api_;
   const Options options_;
+  SegmentSource source_;
+  bool recent_first_ = false;
   mutable std::mutex mu_;
   RangeAllocator large_;
   RangeAllocator small_;

@@ -53,6 +53,10 @@ SessionConfig ConfigFromEnv(const EnvConfig& env) {
   c.batch_moves = env.flag(EnvVar::KARMA_BATCH_MOVES);
   c.move_threads = env.flag(EnvVar::KARMA_MOVE_THREADS);
   c.per_tensor = env.text(EnvVar::KARMA_ALLOCATORS) != "keep";
+  const std::string& residency = env.text(EnvVar::KARMA_RESIDENCY);
+  c.residency = residency == "copy"   ? ResidencyChoice::kCopy
+                : residency == "auto" ? ResidencyChoice::kAuto
+                                      : ResidencyChoice::kManaged;
   LogLevel level = LogLevel::kWarn;
   ParseLogLevel(env.text(EnvVar::KARMA_LOG), &level);
   c.log_level = level;

@@ -13,6 +13,8 @@
 namespace karma::rt {
 
 enum class Mode : uint8_t { kAuto = 0, kRecord = 1, kReplay = 2, kUm = 3, kOff = 4 };
+// KARMA_RESIDENCY: which residency layer the plan's moves use (runtime/residency).
+enum class ResidencyChoice : uint8_t { kAuto = 0, kCopy = 1, kManaged = 2 };
 const char* ModeName(Mode m);
 
 struct SessionConfig {
@@ -27,6 +29,7 @@ struct SessionConfig {
   bool live_view = true;
   bool move_threads = true;   // KARMA_MOVE_THREADS: prefetches and evictions from threads of the executor's own
   bool batch_moves = true;    // KARMA_BATCH_MOVES: one batched call per point for prefetches and evictions
+  ResidencyChoice residency = ResidencyChoice::kManaged;
   bool per_tensor = true;     // KARMA_ALLOCATORS=per-tensor: frameworks allocate each tensor (AllocatorSwitches)
   LogLevel log_level = LogLevel::kWarn;
   // Rejected values and inconsistent settings, one sentence each; the session logs them once at start.

@@ -64,6 +64,12 @@ Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(s
 
 Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
 
+void Executor::SetResidency(::karma::rt::Residency* residency) {
+  residency_ = residency;
+  page_ = residency != nullptr ? residency->granularity() : kResidencyPage;
+  if (residency != nullptr) SetMoveThreads(false);
+}
+
 void Executor::SetMoveThreads(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
   if (on && mover_ == nullptr) mover_ = std::make_unique<Mover>();
@@ -418,7 +424,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
   // second on, at its start and where the plan holds the most.
   if (++replayed_ > 1) SampleDeviceLocked(0);
-  link_timing_ = !link_done_ && replayed_ > 1;  // the first one's moves share the link with paging
+  link_timing_ = !link_done_ && replayed_ > 1 && residency_ == nullptr;  // the first one's moves share the link with paging
   IssueLocked(0, p.stream[0]);
 }
 
@@ -523,7 +529,7 @@ bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
   // it (a discard frees only pages it covers entirely).
   const ReplayBuffer& rb = prog_->buffers[b];
   if (rb.origin == Origin::kArena && rb.bytes > kSmallLimit) {
-    r->bytes = PageUp(rb.bytes);
+    r->bytes = AlignUp(rb.bytes, page_);
   }
   return true;
 }
@@ -554,11 +560,60 @@ bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaSt
 }
 
 void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
-  if (!ranges.empty() && !DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
+  if (ranges.empty()) return;
+  if (residency_ != nullptr) {
+    // Device memory for what the launches write; they wait for it (writes to a page being remapped would be lost).
+    LastErrorScope errors(api_);
+    cudaEvent_t before = RecordLocked(KeyOf(s));
+    cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {before}, ranges);
+    if (made != nullptr && api_.cudaStreamWaitEvent(s, made, 0) != cudaSuccess) errors.Failed();
+    return;
+  }
+  if (!DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
 }
 
-Executor::Range Executor::OwnedPages(const Range& r) {
-  return Range{PageUp(r.addr), OwnedPageBytes(r.addr, r.bytes)};
+Executor::Range Executor::OwnedPages(const Range& r) const {
+  const uint64_t lo = AlignUp(r.addr, page_), hi = AlignDown(r.addr + r.bytes, page_);
+  return Range{lo, hi > lo ? hi - lo : 0};
+}
+
+cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                          const std::vector<Range>& ranges) {
+  // The last move of each lane: an event after all of them.
+  std::vector<ResidencyTicket> last;
+  auto post = [&](ResidencyMove k, const Range& pages) {
+    if (pages.bytes == 0) return;
+    const ResidencyRange rr{pages.addr, pages.bytes};
+    if ((k == ResidencyMove::kFetch || k == ResidencyMove::kMake) && residency_->Resident(rr)) return;
+    ResidencyTicket t;
+    switch (k) {
+      case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;
+      case ResidencyMove::kFetch: t = residency_->Fetch(rr, waits); break;
+      case ResidencyMove::kDrop: t = residency_->Drop(rr, waits); break;
+      case ResidencyMove::kMake: t = residency_->Make(rr, waits); break;
+    }
+    if (t.seq == 0) return;  // done in place
+    auto same = std::find_if(last.begin(), last.end(), [&](const ResidencyTicket& x) { return x.lane == t.lane; });
+    if (same != last.end()) *same = t; else last.push_back(t);
+  };
+  // Only pages the range owns move: a page it shares holds a neighbour's bytes, which work may be using while a
+  // remap would change what the page's addresses reach.
+  for (const Range& r : ranges) post(kind, OwnedPages(r));
+  if (last.empty()) return nullptr;
+  cudaEvent_t done = EventLocked();
+  if (done == nullptr) return nullptr;
+  if (last.size() == 1) return residency_->RecordDone(last[0], done).ok() ? done : nullptr;
+  // Several lanes: an event per lane, waited for on the executor's auxiliary stream, then `done` there.
+  LastErrorScope errors(api_);
+  if (!EnsureStreamsLocked()) return nullptr;
+  for (const ResidencyTicket& t : last) {
+    cudaEvent_t e = EventLocked();
+    if (e == nullptr || !residency_->RecordDone(t, e).ok() || api_.cudaStreamWaitEvent(aux_, e, 0) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  if (api_.cudaEventRecord(done, aux_) != cudaSuccess) errors.Failed();
+  return done;
 }
 
 void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
@@ -606,6 +661,9 @@ cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>&
   uint64_t bytes = 0;
   for (const Range& r : ranges) bytes += r.bytes;
   (to_device ? stats_->prefetched_bytes : stats_->evicted_bytes).fetch_add(bytes, std::memory_order_relaxed);
+  if (residency_ != nullptr) {
+    return ResidencyMoveLocked(to_device ? ResidencyMove::kFetch : ResidencyMove::kEvict, waits, ranges);
+  }
   cudaEvent_t done = EventLocked();
   // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
   cudaEvent_t started = link_timing_ && done != nullptr ? EventLocked() : nullptr;
@@ -696,7 +754,14 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       away_[b] = 1;
     }
   }
-  if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
+  if (!drop.empty() && residency_ != nullptr) {
+    // Later uses of the pages come after the drop by the residency's order of moves (a make, a fetch).
+    ResidencyMoveLocked(ResidencyMove::kDrop, {anchor}, drop);
+    for (size_t i = 0; i < drop.size(); ++i) {
+      away_[drop_ids[i]] = 1;
+      stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
+    }
+  } else if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
     DiscardLocked(drop, aux_);
     // Nothing later on the application's stream may run before the discard has happened.
@@ -800,7 +865,7 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
       first = std::min(first, i);
       last = i;
     }
-    const uint64_t bytes = PageUp(p.buffers[gone[g]].bytes);
+    const uint64_t bytes = AlignUp(p.buffers[gone[g]].bytes, page_);  // slots own their pages
     Slot* slot = nullptr;
     for (Slot& s : slots) {
       if (s.bytes >= bytes && s.free_after < first) slot = &s;
@@ -816,8 +881,12 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
   if (scratch_bytes_ < scratch_needed) {
     void* s = nullptr;
     LastErrorScope errors(api_);
-    if (api_.cudaMallocManaged == nullptr ||
-        api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
+    if (residency_ != nullptr) {
+      auto reserved = residency_->Reserve(AlignUp(scratch_needed, page_), /*on_device=*/false);  // made when used
+      if (!reserved.ok()) return "no scratch memory: " + reserved.status().message();
+      s = reinterpret_cast<void*>(*reserved);
+    } else if (api_.cudaMallocManaged == nullptr ||
+               api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
       errors.Failed();
       return "no scratch memory";
     }
@@ -899,7 +968,12 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
               unplaced.empty() ? "a launch failed" : unplaced);
   }
   for (trace::BufferId b : rc.targets) away_[b] = 0;
-  if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
+  if (!redirected.empty() && residency_ != nullptr) {
+    // The scratch outputs are dead once the launches have run.
+    std::vector<Range> scratch;
+    for (const auto& [b, at] : redirected) scratch.push_back({at, AlignUp(prog_->buffers[b].bytes, page_)});
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  } else if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     // The scratch outputs are dead once the launches have run.
     LastErrorScope errors(api_);
     std::vector<Range> scratch;
@@ -953,6 +1027,12 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   if (!sync()) {
     reject("the stream could not be synchronized");
     return;
+  }
+  // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
+  for (trace::BufferId b : rc.used) {
+    if (residency_ != nullptr && evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) {
+      errors.Failed();
+    }
   }
   for (trace::BufferId b : rc.used) {
     if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
@@ -1043,7 +1123,7 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
   if (p == nullptr || next_op < base_) return;
-  if (running_ && arena_block && !idle_ && api_.cudaMemPrefetchAsync != nullptr) {
+  if (running_ && arena_block && !idle_ && residency_ == nullptr && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
     HeldFor held(stats_->app_move_ns, calls_[kAllocationCall]);
@@ -1087,6 +1167,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   try {
     std::vector<Range> drop;
     if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
+    if (residency_ != nullptr) return;  // ResidencyOnFree
     for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
     if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
     LastErrorScope errors(api_);
@@ -1099,6 +1180,36 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   } catch (...) {
     // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }
+}
+
+void Executor::ResidencyOnAllocation(uint64_t addr, uint64_t span, StreamKey stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Pages that were dropped or evicted (or never had room) get device memory before the application writes them.
+  LastErrorScope errors(api_);
+  const StreamKey key = stream == kSyncStream ? 0 : stream;
+  // After the stream's work so far: a page on its host chunk may still be read there by the block's previous
+  // owner's work, which the remap must not overtake.
+  cudaEvent_t before = RecordLocked(key);
+  cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {before}, {Range{addr, span}});
+  if (made != nullptr && api_.cudaStreamWaitEvent(StreamOf(key), made, 0) != cudaSuccess) errors.Failed();
+}
+
+void Executor::ResidencyOnFree(uint64_t addr, uint64_t span, StreamKey stream,
+                               std::span<const std::pair<uint64_t, uint64_t>> empty_slabs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The value is dead once the freeing stream gets here: its whole pages go back to the pool, and so do the pages
+  // of slabs this free leaves without a live block.
+  std::vector<Range> dead;
+  if (OwnedPages(Range{addr, span}).bytes != 0) dead.push_back({addr, span});
+  for (const auto& [page, bytes] : empty_slabs) dead.push_back({page, bytes});
+  if (dead.empty()) return;
+  LastErrorScope errors(api_);
+  cudaEvent_t freed = RecordLocked(stream == kSyncStream ? 0 : stream);
+  if (freed == nullptr) {
+    errors.Failed();
+    return;
+  }
+  ResidencyMoveLocked(ResidencyMove::kDrop, {freed}, dead);
 }
 
 void Executor::OnMarker(uint64_t next_op) {

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "ground/common/live_stats.h"
+#include "ground/common/managed_pages.h"
+#include "runtime/residency/residency.h"
 #include "runtime/session/cuda_api.h"
 #include "runtime/session/mover.h"
 #include "runtime/session/ops.h"
@@ -67,6 +69,10 @@ class Executor {
   // inside the application's launch (KARMA_MOVE_THREADS=1): on an H100 a batched move blocked its caller for the
   // transfer. Set before the first program is installed.
   void SetMoveThreads(bool on);
+  // The plan's moves go through `residency` (the copy path) instead of managed-memory calls: evictions, fetches,
+  // drops of dead values and device memory for recompute targets and new allocations, each after the events the
+  // managed path orders its calls by. Set before the first program is installed; no mover threads then.
+  void SetResidency(::karma::rt::Residency* residency);
   // After fork() in the child: the mover threads do not exist there.
   void AbandonAfterFork();
   // Where the statistics go (the live view's segment once it exists).
@@ -96,6 +102,11 @@ class Executor {
   // small block's: the slab pages it leaves empty, Arena::SlabPagesFreedBy).
   void OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,
               std::span<const std::pair<uint64_t, uint64_t>> slab_pages = {});
+  // The copy path, whether a plan runs or not: an arena block's pages get device memory before the application
+  // writes it (the allocating stream waits), and a freed block's whole pages go back to the pool.
+  void ResidencyOnAllocation(uint64_t addr, uint64_t span, StreamKey stream);
+  void ResidencyOnFree(uint64_t addr, uint64_t span, StreamKey stream,
+                       std::span<const std::pair<uint64_t, uint64_t>> empty_slabs);
   // With explicit iteration markers: the next op starts an iteration.
   void OnMarker(uint64_t next_op);
 
@@ -187,7 +198,11 @@ class Executor {
   };
   // The whole residency pages inside `r` (empty when it owns none): only those move without taking a neighbour's
   // bytes along.
-  static Range OwnedPages(const Range& r);
+  Range OwnedPages(const Range& r) const;
+  // The copy path: `kind`'s move of each range after `waits`; an event of the executor's that completes with them.
+  enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kMake };
+  cudaEvent_t ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                  const std::vector<Range>& ranges);
 
   bool EnsureStreamsLocked();
   cudaEvent_t EventLocked();
@@ -324,6 +339,8 @@ class Executor {
   bool batch_moves_ = true;
   std::array<CallKindStats, kCallKinds> calls_;  // before mover_: its jobs count here until it is destroyed
   std::unique_ptr<Mover> mover_;  // KARMA_MOVE_THREADS
+  ::karma::rt::Residency* residency_ = nullptr;  // the copy path (SetResidency); null: managed memory
+  uint64_t page_ = kResidencyPage;  // what moves at a time: the residency's granule on the copy path
   // Events a mover job records, with the job (entries of jobs known to have run are dropped).
   std::unordered_map<cudaEvent_t, Mover::Ticket> recorded_by_;
   // The mover's last jobs when the previous iteration started: they have run before that iteration's events are

@@ -10,6 +10,7 @@
 #include "policy/access.h"
 #include "policy/hw_profile.h"
 #include "policy/plan.h"
+#include "ground/common/managed_pages.h"
 #include "ground/common/status.h"
 #include "runtime/session/recorder.h"
 
@@ -73,7 +74,10 @@ std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity);
 // residency moves by page), so that a plan within the capacity keeps the device within it; a buffer read by the
 // op before its late free (the device holds it until then); and memory the application keeps (no allocation in
 // the iteration) read by its first use, so that its value is live throughout: KARMA moves it, never drops it.
-trace::Iteration PlanningIteration(const trace::Iteration& it);
+trace::Iteration PlanningIteration(const trace::Iteration& it, uint64_t page = kResidencyPage);
+// The page the plan's moves take device memory by: 2 MiB chunks of the virtual memory API on the copy path, the
+// managed residency page otherwise.
+uint64_t MovePageFor(const policy::HwProfile& profile);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
 // GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact): nothing else may be rebuilt.

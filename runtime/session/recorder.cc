@@ -166,7 +166,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     op.kind = rop.kind;
     op.stream = rop.stream;
     op.flops = rop.flops;
-    op.duration_ns = DurationNs(api, rop);
+    op.duration_ns = rop.off_device ? 0 : DurationNs(api, rop);
     ReleaseEvents(api, rop);
     // One entry per buffer: directions of repeated operands combine. A probed kernel argument read the
     // allocation, or changed it (an update: it may keep some of the old bytes); an unprobed one touched it.

@@ -57,6 +57,9 @@ struct RecordedOp {
   cudaEvent_t start = nullptr;
   cudaEvent_t end = nullptr;
   StreamKey stream_key = 0;
+  // Some of its buffers were in host memory when it ran (the copy path before a plan, beyond the budget): its
+  // elapsed time is the host link's, not the op's, and is left out (the cost model's estimate stands for it).
+  bool off_device = false;
   enum : uint8_t { kPending = 0, kDone = 1, kFailed = 2 };
   std::atomic<uint8_t> state{kPending};  // set by the thread that issued the op, after the real call
 };

@@ -193,6 +193,7 @@ void Session::EnsureDeviceInfo() {
     stats_->device_total_bytes.store(total, std::memory_order_relaxed);
     const uint64_t budget = config_.capacity.Resolve(total, free);
     stats_->budget_bytes.store(budget, std::memory_order_relaxed);
+    ChooseResidency(budget);
     if (budget > free) {
       KARMA_LOG(kWarn,
                 "KARMA_CAPACITY {} is more than the {} free on the device ({} of {} held already, by this process's "
@@ -204,6 +205,31 @@ void Session::EnsureDeviceInfo() {
                 config_.capacity.ToString(), FormatBytes(free), FormatBytes(total));
     }
   });
+}
+
+void Session::ChooseResidency(uint64_t budget) {
+  if (config_.residency == ResidencyChoice::kManaged || config_.mode == Mode::kUm) return;
+  int device = 0;
+  if (api_.cudaGetDevice != nullptr) api_.cudaGetDevice(&device);
+  auto r = CopyResidency::Create(ApiFor(CudaLib::kDriver), device, budget);
+  if (!r.ok()) {
+    if (config_.residency == ResidencyChoice::kCopy) {
+      KARMA_LOG(kWarn, "KARMA_RESIDENCY=copy: not available here ({}); moving managed memory", r.status().message());
+    } else {
+      KARMA_LOG(kInfo, "KARMA_RESIDENCY=auto: managed memory ({})", r.status().message());
+    }
+    return;
+  }
+  residency_ = std::move(r).value();
+  CopyResidency* res = residency_.get();
+  arena_.SetSegmentSource([res](uint64_t bytes) -> uint64_t {
+    auto at = res->Reserve(bytes, /*on_device=*/false);  // blocks get device memory as they are allocated
+    return at.ok() ? *at : 0;
+  });
+  arena_.PreferRecentlyFreed();
+  executor_.SetResidency(res);
+  KARMA_LOG(kInfo, "residency: copy (device memory through the virtual memory API, a pool of at most {}, pinned host "
+            "chunks for what is away)", FormatBytes(budget / res->granularity() * res->granularity()));
 }
 
 void Session::UpdateUsage() {
@@ -276,6 +302,16 @@ void Session::RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, Stream
       pending_allocs_.push_back(BufferEntry{addr, size, serial, origin, site, birth});
     }
   }
+  if (residency_ != nullptr && origin == Origin::kArena) {
+    // A small block gets device memory only where it has its slab's page to itself (no neighbour in use there).
+    uint64_t at = addr, span = Arena::SpanOf(size);
+    const uint64_t g = residency_->granularity();
+    if (span < g) {
+      at = arena_.SolePage(addr, g);
+      span = at != 0 ? g : 0;
+    }
+    if (span != 0) executor_.ResidencyOnAllocation(at, span, stream);
+  }
   if (origin != Origin::kHostPinned && executor_.armed()) {
     executor_.OnAllocation(addr, size, op_counter_.load(std::memory_order_relaxed), stream, origin == Origin::kArena);
   }
@@ -325,6 +361,15 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
     }
     executor_.OnFree(addr, e.origin == Origin::kArena ? Arena::SpanOf(e.size) : 0, stream, e.origin == Origin::kArena,
                      slab_pages);
+  }
+  if (known && residency_ != nullptr && e.origin == Origin::kArena) {
+    std::vector<std::pair<uint64_t, uint64_t>> slabs;
+    try {
+      slabs = arena_.SlabPagesFreedBy(addr, stream, residency_->granularity());  // slabs left empty
+    } catch (...) {
+      slabs.clear();
+    }
+    executor_.ResidencyOnFree(addr, Arena::SpanOf(e.size), stream, slabs);
   }
   Arena::FreeStatus st = Arena::FreeStatus::kNotArena;
   try {
@@ -429,8 +474,18 @@ const std::string& Session::KernelName(const OpDesc& d) {
   return it->second;
 }
 
-void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device) {
-  if (api_.cudaMemPrefetchAsync == nullptr) return;
+bool Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device) {
+  if (residency_ != nullptr) {
+    // Nothing pages on demand: what is beyond the budget stays in host memory (read there, slowly) until a plan.
+    const uint64_t g = residency_->granularity();
+    for (const Touch& t : touches) {
+      if (!Movable(t.buffer.origin) || t.buffer.size == 0 || !arena_.Contains(t.buffer.start)) continue;
+      const uint64_t lo = AlignDown(t.buffer.start, g), hi = AlignUp(t.buffer.start + t.buffer.size, g);
+      if (!residency_->Resident({lo, hi - lo})) return false;
+    }
+    return true;
+  }
+  if (api_.cudaMemPrefetchAsync == nullptr) return true;
   const cudaStream_t s = StreamOf(d.stream);
   LastErrorScope errors(api_);
   for (const Touch& t : touches) {
@@ -443,6 +498,7 @@ void Session::PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& 
       errors.Failed();
     }
   }
+  return true;
 }
 
 RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touches, const ParamLayout* layout,
@@ -472,7 +528,7 @@ RecordedOp* Session::AddOpLocked(const OpDesc& d, const std::vector<Touch>& touc
     op.uses.back().gaps = t.operand.gaps;
     op.uses.back().workspace = t.operand.workspace;
   }
-  PrefetchOperandsLocked(d, touches, rec.device);
+  op.off_device = !PrefetchOperandsLocked(d, touches, rec.device);
   probes_.Before(rec, op);
   if (api_.cudaEventCreateWithFlags != nullptr && api_.cudaEventRecord != nullptr) {
     LastErrorScope errors(api_);
@@ -769,6 +825,12 @@ policy::HwProfile Session::PlanningProfile() {
   EnsureDeviceInfo();
   const std::string name = DeviceName();
   const policy::HwProfile& device = ProfileForDevice(name);
+  if (residency_ != nullptr) {
+    // The copy path moves at the copy engines' rates; the link trial measures managed memory's only.
+    policy::HwProfile copy = device;
+    copy.moves = policy::MovePath::kCopy;
+    return copy;
+  }
   if (config_.mode == Mode::kAuto) ReadLinkRecordOnce(name);
   std::lock_guard<std::mutex> lock(trace_mu_);
   return policy::WithLink(device, policy::RoundedRate(link_h2d_bw_), policy::RoundedRate(link_d2h_bw_));
@@ -816,7 +878,7 @@ policy::HwProfile Session::SettleRecordedLink(const RecordedIteration& rec, cons
     }
     went_back = recorded_went_back_;
   }
-  const std::string key = PlanKey(PlanningIteration(rec.it), profile, capacity, no_recompute);
+  const std::string key = PlanKey(PlanningIteration(rec.it, MovePageFor(profile)), profile, capacity, no_recompute);
   if (std::find(went_back.begin(), went_back.end(), key) == went_back.end()) return profile;
   const policy::HwProfile& device = ProfileForDevice(DeviceName());
   KARMA_LOG(kInfo, "an earlier run's plan for the link it measured ({}) replayed slower than the plan it replaced: "
@@ -862,7 +924,9 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
       return;
     }
     policy::HwProfile profile = PlanningProfile();
-    const uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
+    uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
+    // On the copy path the device holds whole chunks: the pool's size is the budget.
+    if (residency_ != nullptr) capacity = AlignDown(capacity, residency_->granularity());
     if (config_.mode == Mode::kAuto) profile = SettleRecordedLink(*rec, profile, capacity, no_recompute);
     // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
     auto install = [&](const policy::Plan& plan, const std::string& path,
@@ -882,11 +946,11 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
         fail(read.status().message());
         return;
       }
-      std::string key = PlanKey(PlanningIteration(rec->it), profile, capacity, no_recompute);
+      std::string key = PlanKey(PlanningIteration(rec->it, MovePageFor(profile)), profile, capacity, no_recompute);
       // A plan made with the link rates another run measured names them.
       policy::HwProfile planned_with = profile;
       if (read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &planned_with)) {
-        key = PlanKey(PlanningIteration(rec->it), planned_with, capacity, no_recompute);
+        key = PlanKey(PlanningIteration(rec->it, MovePageFor(planned_with)), planned_with, capacity, no_recompute);
       }
       if (read->fingerprint != key) {
         fail(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
@@ -1211,6 +1275,10 @@ std::string Session::SummaryLine() const {
                                  iterations == 1 ? "" : "s");
   if (get(s.period_ops) != 0) line += fmt::format(" ({} ops each)", get(s.period_ops));
   line += fmt::format(", peak {} allocated", FormatBytes(get(s.peak_used_bytes)));
+  if (residency_ != nullptr) {
+    line += fmt::format(", copy path: device pool at most {} ({} fetches or makes found no room and left their pages in "
+                        "host memory)", FormatBytes(residency_->peak_device_bytes()), residency_->stranded());
+  }
   if (const uint64_t peak = executor_.peak_device_bytes(); peak != 0) {
     // cudaMemGetInfo counts the CUDA context and what the libraries hold: what was in use before the first
     // allocation is set apart.

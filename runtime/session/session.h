@@ -14,6 +14,7 @@
 
 #include "policy/hw_profile.h"
 #include "ground/common/live_stats.h"
+#include "runtime/residency/copy_residency.h"
 #include "runtime/session/arena.h"
 #include "runtime/session/config.h"
 #include "runtime/session/cuda_api.h"
@@ -132,6 +133,8 @@ class Session {
   friend class OpScope;
   void SetState(live::State s);
   void EnsureDeviceInfo();
+  // The copy residency where KARMA_RESIDENCY asks for it and the device supports it (once, with the budget).
+  void ChooseResidency(uint64_t budget);
   void UpdateUsage();
   bool WantRecording() const;
   uint32_t CaptureSite();
@@ -195,7 +198,8 @@ class Session {
                           uint64_t shape);
   // The profiling iteration: the op's allocations are brought to the device before its start event, so its
   // measured duration is its own and not demand paging's.
-  void PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device);
+  // False when some operand is in host memory and stays there (the copy path): the op's time is not its own.
+  bool PrefetchOperandsLocked(const OpDesc& d, const std::vector<Touch>& touches, int device);
   void WriteTrace(const std::shared_ptr<Recording>& rec);
 
   const SessionConfig config_;
@@ -214,6 +218,7 @@ class Session {
   bool paged_reported_ = false;  // the ops larger than the budget were named (once per process)
   bool late_reported_ = false;   // memory the application frees after its last use was named (once per process)
 
+  std::unique_ptr<CopyResidency> residency_;  // the copy path; null: managed memory (declared first: outlives users)
   Arena arena_;
   Registry registry_;
   Executor executor_;

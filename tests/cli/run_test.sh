@@ -30,12 +30,13 @@ dry_run)
   has plain "LD_PRELOAD=$preload"
   has plain "python3 train.py --lr 0.1"
   [[ $(wc -l <"$tmp/plain") == 2 ]] || fail "plain: only LD_PRELOAD and the command expected: $(cat "$tmp/plain")"
-  dry options --capacity 12GiB --mode record --trace-dir rel/traces --log debug --set KARMA_SOLVER=heuristic \
+  dry options --capacity 12GiB --mode record --trace-dir rel/traces --log debug --residency copy --set KARMA_SOLVER=heuristic \
     --set KARMA_MOVE_THREADS=0 -- ./app 'an arg'
   has options "KARMA_CAPACITY=12GiB"
   has options "KARMA_MODE=record"
   has options "KARMA_TRACE_DIR=$PWD/rel/traces"
   has options "KARMA_LOG=debug"
+  has options "KARMA_RESIDENCY=copy"
   has options "KARMA_SOLVER=heuristic"
   has options "KARMA_MOVE_THREADS=0"
   has options "./app 'an arg'"
@@ -77,6 +78,7 @@ bad_values)
   bad --capacity lots --
   bad --mode fast --
   bad --log loud --
+  bad --residency pinned --
   bad --set KARMA_BATCH_MOVES=maybe --
   bad --set KARMA_NO_SUCH=1 --
   bad --set KARMA_MODE --

@@ -119,19 +119,32 @@ TEST_F(CopyResidencyTest, AFetchThatNoEvictionMakesRoomForStaysOnTheHostWithTheR
   EXPECT_TRUE(Holds(*addr + kG, kG, 5));
 }
 
-TEST_F(CopyResidencyTest, DropAndMakeMoveNoBytes) {
+TEST_F(CopyResidencyTest, ADroppedGranuleIsRevivedInPlaceOrGivesItsChunkToAFetch) {
   auto r = Make(1);
   ASSERT_NE(r, nullptr);
-  auto addr = r->Reserve(kG);
+  auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
   ASSERT_TRUE(addr.ok());
+  Fill(*addr + kG, kG, 6);
+  // A drop and a make of a granule with nothing in flight: no job, nothing to wait for, no remap.
+  EXPECT_EQ(r->Drop({*addr, kG}, {}).seq, 0u);
+  EXPECT_FALSE(r->Resident({*addr, kG}));
+  EXPECT_EQ(r->Make({*addr, kG}, {}).seq, 0u);
+  EXPECT_TRUE(r->Resident({*addr, kG}));
+  // Dropped again, its chunk goes to the fetch that finds the pool at the budget; it goes onto its host chunk.
   r->Drop({*addr, kG}, {});
+  r->Fetch({*addr + kG, kG}, {});
   r->Finish();
-  EXPECT_EQ(r->device_granules(), 0u);
+  EXPECT_EQ(r->stranded(), 0u);
+  EXPECT_TRUE(r->Resident({*addr + kG, kG}));
+  EXPECT_TRUE(Holds(*addr + kG, kG, 6));
+  // Made again: a job now (it is on the host); the only chunk holds the fetched granule's live bytes, so the make
+  // finds no room and the granule stays on its host chunk, usable.
   r->Make({*addr, kG}, {});
   r->Finish();
-  EXPECT_EQ(r->device_granules(), 1u);
-  Fill(*addr, kG, 6);  // a recompute writes its target
-  EXPECT_TRUE(Holds(*addr, kG, 6));
+  EXPECT_EQ(r->stranded(), 1u);
+  Fill(*addr, kG, 7);
+  EXPECT_TRUE(Holds(*addr, kG, 7));
+  EXPECT_EQ(r->peak_device_bytes(), kG);
 }
 
 TEST_F(CopyResidencyTest, MovesOfOneGranuleRunInTheOrderTheyWerePostedAcrossLanes) {

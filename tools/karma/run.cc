@@ -34,7 +34,7 @@ constexpr int kExitCannotRun = 126;
 constexpr int kExitNotFound = 127;
 
 struct RunArgs {
-  std::string capacity, mode, trace_dir, log;
+  std::string capacity, mode, trace_dir, log, residency;
   std::vector<std::string> sets;  // NAME=VALUE
   int ranks = 0;
   std::string mpirun = "mpirun";
@@ -95,7 +95,7 @@ Result<Variables> OptionVariables(const RunArgs& a) {
     if (Status st = SetVariable(s.substr(0, eq), s.substr(eq + 1), &vars); !st.ok()) return st;
   }
   const std::pair<const char*, std::string> options[] = {
-      {"KARMA_CAPACITY", a.capacity}, {"KARMA_MODE", a.mode}, {"KARMA_LOG", a.log},
+      {"KARMA_CAPACITY", a.capacity}, {"KARMA_MODE", a.mode}, {"KARMA_LOG", a.log}, {"KARMA_RESIDENCY", a.residency},
       {"KARMA_TRACE_DIR", a.trace_dir.empty() ? "" : fs::absolute(a.trace_dir).lexically_normal().string()}};
   for (const auto& [name, value] : options) {
     if (value.empty()) continue;
@@ -354,6 +354,9 @@ void RegisterRun(CLI::App& app, Action* selected) {
   sub->add_option("--mode", args->mode, "KARMA_MODE: auto, record, replay, um or off");
   sub->add_option("--trace-dir", args->trace_dir, "KARMA_TRACE_DIR: where recordings and plans go (made absolute)");
   sub->add_option("--log", args->log, "KARMA_LOG: error, warn, info or debug");
+  sub->add_option("--residency", args->residency,
+                  "KARMA_RESIDENCY: how the plan moves data, copy (CUDA's virtual memory API, copy engines), managed "
+                  "or auto");
   sub->add_option("--set", args->sets, "any other KARMA_* variable, NAME=VALUE (repeatable; `karma env` lists them)")
       ->allow_extra_args(false);
   sub->add_option("--ranks", args->ranks,
