@@ -149,7 +149,7 @@ if "$python" -c "import jax" 2>/dev/null; then
   "$here/run_gpu_suite.sh" --dry-run --models jax --occupy --python "$python" --out "$tmp/jax" >"$tmp/jax.log" 2>&1 ||
     fail "dry run of the suite with --models jax: $(tail -20 "$tmp/jax.log")"
   md=$tmp/jax/gpu-results.md
-  [[ $(grep -c '^| jax |' "$md") == 9 ]] || fail "expected 9 jax rows: $(cat "$md")"
+  [[ $(grep -c '^| jax |' "$md") == 11 ]] || fail "expected 11 jax rows: $(cat "$md")"
   for row in "JAX, enough memory" "JAX again (run-to-run agreement)" "jax.checkpoint" "JAX, device short of memory"; do
     grep -q "^| jax | $row | ok |" "$md" || fail "jax row $row must train: $(cat "$md")"
   done
@@ -181,7 +181,7 @@ assert r["status"] == "ok" and r["parameters"] > 25_000_000 and len(r["losses"])
 "$here/run_gpu_suite.sh" --dry-run --models gpt2 --occupy --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
   fail "dry run of the suite: $(tail -20 "$tmp/suite.log")"
 md=$tmp/suite/gpu-results.md
-[[ $(grep -c '^| gpt2 |' "$md") == 9 ]] || fail "expected 9 gpt2 rows: $(cat "$md")"
+[[ $(grep -c '^| gpt2 |' "$md") == 11 ]] || fail "expected 11 gpt2 rows: $(cat "$md")"
 grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
   fail "checkpointing must reproduce the plain losses: $(cat "$md")"
 grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"

@@ -77,7 +77,7 @@ if ((jax_ok && jax_budget >= 90 && $(left) - jax_budget - reserve >= 60)); then
   say "suite, JAX ($jax_budget s)"
   timeout --kill-after=10 $jax_budget "$here/run_gpu_suite.sh" --skip-build --skip-smoke --build "$bundle/build" \
     --python "$python" --out "$work/suite-jax" --iters 16 --warmup 8 --timeout $((jax_budget - 50)) \
-    --jax-args "--layers 6 --batch 4" --models jax --configs plain,karma-async --pressure 2 \
+    --jax-args "--layers 6 --batch 4" --models jax --configs plain,karma-async,karma-copy --pressure 2 \
     >"$work/suite-jax.txt" 2>&1
   say "suite, JAX: exit $?"
 elif ((jax_ok)); then
@@ -91,7 +91,8 @@ if ((budget >= 60)); then
   say "suite ($budget s)"
   timeout --kill-after=10 $budget "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
     --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-    --gpt2-args "--layers 6 --batch 4" --models resnet50,gpt2 --configs plain,karma-async,karma,um-full,karma-full \
+    --gpt2-args "--layers 6 --batch 4" --models resnet50,gpt2 \
+    --configs plain,karma-async,karma-copy,karma,um-full,karma-full,karma-copy-full \
     >"$work/suite.txt" 2>&1
   say "suite: exit $?"
 else

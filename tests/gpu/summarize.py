@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma", "karma-app-thread", "karma-unbatched", "um", "checkpoint",
-                "plain-full", "um-full", "karma-full"]
+CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma-copy", "karma", "karma-app-thread", "karma-unbatched", "um",
+                "checkpoint", "plain-full", "um-full", "karma-full", "karma-copy-full"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
     "plain-again": "PyTorch again (run-to-run agreement)",
@@ -29,6 +29,8 @@ CONFIG_TEXT = {
     "plain-full": "PyTorch, device short of memory",
     "um-full": "KARMA_MODE=um, device short of memory",
     "karma-full": "libkarma.so, cudaMallocAsync, device short of memory",
+    "karma-copy": "libkarma.so, cudaMallocAsync, KARMA_RESIDENCY=copy (VMM pool, copy engines)",
+    "karma-copy-full": "libkarma.so, cudaMallocAsync, KARMA_RESIDENCY=copy, device short of memory",
 }
 # The JAX model's rows where they differ: XLA's allocators instead of PyTorch's (libkarma.so sets
 # XLA_PYTHON_CLIENT_ALLOCATOR=platform and XLA_PYTHON_CLIENT_PREALLOCATE=false unless KARMA_ALLOCATORS=keep).
@@ -40,6 +42,8 @@ JAX_CONFIG_TEXT = {
     "checkpoint": "jax.checkpoint",
     "plain-full": "JAX, device short of memory",
     "karma-full": "libkarma.so, XLA's platform allocator, device short of memory",
+    "karma-copy": "libkarma.so, XLA's platform allocator, KARMA_RESIDENCY=copy",
+    "karma-copy-full": "libkarma.so, XLA's platform allocator, KARMA_RESIDENCY=copy, device short of memory",
 }
 # Runs that are meant to run out of memory: plain PyTorch (or JAX) on the device made short of it.
 EXPECTED_OOM = {"plain-full"}
