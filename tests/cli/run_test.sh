@@ -103,6 +103,10 @@ exit_codes)
     "$karma" run $summary --trace-dir "$tmp/t" -- sh -c 'kill -TERM $$' 2>"$tmp/err"
     [[ $? == 143 ]] || fail "karma run $summary: a command killed by SIGTERM must look so (143): $(cat "$tmp/err")"
   done
+  # --summary looks where the command's libkarma.so writes: the environment's KARMA_TRACE_DIR when no option says.
+  KARMA_TRACE_DIR=$tmp/from-env "$karma" run --summary -- true 2>"$tmp/err"
+  grep -q "no iteration was recorded in $tmp/from-env during this run" "$tmp/err" ||
+    fail "--summary did not look in the environment's KARMA_TRACE_DIR: $(cat "$tmp/err")"
   "$karma" run -- "$tmp/no-such-program" 2>/dev/null
   [[ $? == 127 ]] || fail "a command that does not exist: exit 127 expected"
   touch "$tmp/not-executable"

@@ -169,11 +169,12 @@ Result<Launch> Prepare(const RunArgs& a, const std::vector<std::string>& command
   if (!preload.ok()) return preload.status();
 
   Launch l;
-  l.trace_dir = InfoOf(EnvVar::KARMA_TRACE_DIR).default_value;
+  // Where the command's libkarma.so writes: the option's directory, else the environment's, else the default.
+  const char* inherited_dir = std::getenv("KARMA_TRACE_DIR");
+  l.trace_dir = inherited_dir != nullptr ? inherited_dir : InfoOf(EnvVar::KARMA_TRACE_DIR).default_value;
   for (const auto& [name, value] : *vars) {
     if (name == "KARMA_TRACE_DIR") l.trace_dir = value;
   }
-  if (const char* dir = std::getenv("KARMA_TRACE_DIR"); dir != nullptr && l.trace_dir.empty()) l.trace_dir = dir;
   if (a.ranks == 0) {
     l.command_env = *vars;
     l.command_env.emplace_back("LD_PRELOAD", *preload);
