@@ -238,6 +238,7 @@ ResidencyTicket CopyResidency::Evict(ResidencyRange r, std::span<const cudaEvent
   return Post(Kind::kEvict, r, after);
 }
 ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) {
+  if (Resident(r)) return {kIn, 0};  // on the device already, nothing in flight: nothing to do
   return Post(Kind::kFetch, r, after);
 }
 ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after) {
@@ -323,7 +324,7 @@ int CopyResidency::TakeDroppedChunk(std::unique_lock<std::mutex>& lock) {
 ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
   const Lane lane = kind == Kind::kEvict ? kOut : kind == Kind::kFetch ? kIn : kind == Kind::kMake ? kNew : kDead;
   LaneState& l = lanes_[lane];
-  Job job{kind, r, nullptr, 0, {}};
+  Job job{kind, nullptr, 0, {}};
   {
     // `after`'s position now: the lane's stream waits for it, and the job's own event marks it there.
     LastErrorScope errors(api_);
@@ -393,7 +394,7 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       g->dead.reset();  // revived in place (a make), or evicted after all
       dropped_.erase(g->dropped_as);
     }
-    if (!failure_ok() || (g->device >= 0) == to_device) {
+    if (!status().ok() || (g->device >= 0) == to_device) {
       moved.emplace_back(go.addr, kTurnOnly);
       continue;
     }
@@ -437,11 +438,6 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
     ++g->completed;
   }
   cv_.notify_all();
-}
-
-bool CopyResidency::failure_ok() const {
-  std::lock_guard lock(failure_mu_);
-  return failure_.ok();
 }
 
 void CopyResidency::Fail(Status st) {

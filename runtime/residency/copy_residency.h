@@ -105,7 +105,6 @@ class CopyResidency final : public Residency {
   };
   struct Job {
     Kind kind;
-    ResidencyRange range;
     cudaEvent_t after = nullptr;  // owned: the caller's event's position, recorded on the lane's stream
     uint32_t seq = 0;
     std::vector<GranuleOrder> granules;
@@ -141,7 +140,6 @@ class CopyResidency final : public Residency {
   bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
   void GiveBack(int chunk);
   void Fail(Status st);
-  bool failure_ok() const;
 
   const CudaApi& api_;
   const int device_;

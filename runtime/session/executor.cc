@@ -572,6 +572,8 @@ void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) 
   if (!DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
 }
 
+uint64_t Executor::ScratchBytes(trace::BufferId b) const { return AlignUp(prog_->buffers[b].bytes, page_); }
+
 Executor::Range Executor::OwnedPages(const Range& r) const {
   const uint64_t lo = AlignUp(r.addr, page_), hi = AlignDown(r.addr + r.bytes, page_);
   return Range{lo, hi > lo ? hi - lo : 0};
@@ -584,7 +586,6 @@ cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<
   auto post = [&](ResidencyMove k, const Range& pages) {
     if (pages.bytes == 0) return;
     const ResidencyRange rr{pages.addr, pages.bytes};
-    if ((k == ResidencyMove::kFetch || k == ResidencyMove::kMake) && residency_->Resident(rr)) return;
     ResidencyTicket t;
     switch (k) {
       case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;
@@ -865,7 +866,7 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
       first = std::min(first, i);
       last = i;
     }
-    const uint64_t bytes = AlignUp(p.buffers[gone[g]].bytes, page_);  // slots own their pages
+    const uint64_t bytes = ScratchBytes(gone[g]);
     Slot* slot = nullptr;
     for (Slot& s : slots) {
       if (s.bytes >= bytes && s.free_after < first) slot = &s;
@@ -959,7 +960,7 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
       Range t;
       if (MoveRangeLocked(b, &t)) add(b, t);
     }
-    for (const auto& [b, at] : redirected) add(b, Range{at, PageUp(prog_->buffers[b].bytes)});
+    for (const auto& [b, at] : redirected) add(b, Range{at, ScratchBytes(b)});
     ok = RelaunchLocked(rc, redirected, &populate, StreamOf(stream));
   }
   if (!ok) {
@@ -968,19 +969,17 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
               unplaced.empty() ? "a launch failed" : unplaced);
   }
   for (trace::BufferId b : rc.targets) away_[b] = 0;
-  if (!redirected.empty() && residency_ != nullptr) {
-    // The scratch outputs are dead once the launches have run.
-    std::vector<Range> scratch;
-    for (const auto& [b, at] : redirected) scratch.push_back({at, AlignUp(prog_->buffers[b].bytes, page_)});
+  if (redirected.empty()) return;
+  // The scratch outputs are dead once the launches have run (slots shared by several outputs, once).
+  std::vector<Range> scratch;
+  for (const auto& [b, at] : redirected) {
+    if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
+    scratch.push_back({at, ScratchBytes(b)});
+  }
+  if (residency_ != nullptr) {
     if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
-  } else if (!redirected.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
-    // The scratch outputs are dead once the launches have run.
+  } else if (api_.cudaMemDiscardBatchAsync != nullptr) {
     LastErrorScope errors(api_);
-    std::vector<Range> scratch;
-    for (const auto& [b, at] : redirected) {
-      if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
-      scratch.push_back({at, PageUp(prog_->buffers[b].bytes)});
-    }
     if (!OrderLocked(stream, aux_)) {
       errors.Failed();
     } else if (DiscardLocked(scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
@@ -1029,9 +1028,9 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     return;
   }
   // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
-  for (trace::BufferId b : rc.used) {
-    if (residency_ != nullptr && evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) {
-      errors.Failed();
+  if (residency_ != nullptr) {
+    for (trace::BufferId b : rc.used) {
+      if (evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) errors.Failed();
     }
   }
   for (trace::BufferId b : rc.used) {
@@ -1165,9 +1164,9 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
   // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
   try {
+    if (residency_ != nullptr) return;  // ResidencyOnFree
     std::vector<Range> drop;
     if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
-    if (residency_ != nullptr) return;  // ResidencyOnFree
     for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
     if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
     LastErrorScope errors(api_);

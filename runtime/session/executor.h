@@ -199,6 +199,8 @@ class Executor {
   // The whole residency pages inside `r` (empty when it owns none): only those move without taking a neighbour's
   // bytes along.
   Range OwnedPages(const Range& r) const;
+  // What a recompute output redirected to scratch takes there: its bytes in whole pages (a slot owns its pages).
+  uint64_t ScratchBytes(trace::BufferId b) const;
   // The copy path: `kind`'s move of each range after `waits`; an event of the executor's that completes with them.
   enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kMake };
   cudaEvent_t ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,

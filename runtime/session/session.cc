@@ -229,7 +229,7 @@ void Session::ChooseResidency(uint64_t budget) {
   arena_.PreferRecentlyFreed();
   executor_.SetResidency(res);
   KARMA_LOG(kInfo, "residency: copy (device memory through the virtual memory API, a pool of at most {}, pinned host "
-            "chunks for what is away)", FormatBytes(budget / res->granularity() * res->granularity()));
+            "chunks for what is away)", FormatBytes(AlignDown(budget, res->granularity())));
 }
 
 void Session::UpdateUsage() {
