@@ -124,13 +124,23 @@ Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
   return c;
 }
 
-Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle) {
+Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access) {
+  if (Status st = Check(api_.cuMemMap(addr, granularity_, 0, handle, 0), "cuMemMap"); !st.ok()) return st;
+  return access ? SetAccess(addr, granularity_) : Status::Ok();
+}
+
+Status CopyResidency::SetAccess(uint64_t addr, uint64_t bytes) {
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device_;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (Status st = Check(api_.cuMemMap(addr, granularity_, 0, handle, 0), "cuMemMap"); !st.ok()) return st;
-  return Check(api_.cuMemSetAccess(addr, granularity_, &access, 1), "cuMemSetAccess");
+  return Check(api_.cuMemSetAccess(addr, bytes, &access, 1), "cuMemSetAccess");
+}
+
+void CopyResidency::Undrop(Granule* g) {
+  if (g->dropped_as != 0) dropped_.erase(g->dropped_as);
+  g->dropped_as = 0;
+  g->dead.reset();
 }
 
 Status CopyResidency::EnsureHostChunk(Granule* g) {
@@ -197,9 +207,11 @@ Result<uint64_t> CopyResidency::Reserve(uint64_t bytes, bool on_device) {
   for (size_t i = 0; i < r.granules.size(); ++i) {
     Granule& g = r.granules[i];
     const uint64_t addr = va + i * granularity_;
-    // On the device while the pool has room now (nothing in flight is waited for), else on the host.
-    int c = -1;
-    if (on_device && (!free_chunks_.empty() || pool_.size() < max_chunks_)) c = TakeDeviceChunk(lock);
+    // Without `on_device`, unmapped until made. Else on the device while the pool has room now (nothing in flight
+    // is waited for), then on the host.
+    if (!on_device) continue;
+    int c = kOnHost;
+    if (!free_chunks_.empty() || pool_.size() < max_chunks_) c = TakeDeviceChunk(lock);
     Status st = c >= 0 ? MapOnto(addr, pool_[c].handle) : EnsureHostChunk(&g);
     if (st.ok() && c < 0) st = MapOnto(addr, g.host.handle);
     if (!st.ok()) {
@@ -209,7 +221,7 @@ Result<uint64_t> CopyResidency::Reserve(uint64_t bytes, bool on_device) {
       Release(va);
       return st;
     }
-    g.device = c;
+    g.device = c < 0 ? kOnHost : c;
   }
   return static_cast<uint64_t>(va);
 }
@@ -220,9 +232,8 @@ void CopyResidency::Release(uint64_t addr) {
   if (it == reservations_.end()) return;
   for (size_t i = 0; i < it->second.granules.size(); ++i) {
     Granule& g = it->second.granules[i];
-    api_.cuMemUnmap(addr + i * granularity_, granularity_);
-    if (g.dead != nullptr) dropped_.erase(g.dropped_as);
-    g.dead.reset();
+    if (g.device != kUnmapped) api_.cuMemUnmap(addr + i * granularity_, granularity_);
+    Undrop(&g);
     if (g.device >= 0) GiveBack(g.device);
     if (g.host.handle != 0) {
       api_.cuMemUnmap(g.host.staging, granularity_);
@@ -241,8 +252,11 @@ ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent
   if (Resident(r)) return {kIn, 0};  // on the device already, nothing in flight: nothing to do
   return Post(Kind::kFetch, r, after);
 }
-ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after) {
-  if (DropOrReviveInPlace(Kind::kDrop, r, after)) return {kDead, 0};
+ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
+  // A held value's device memory is given back as soon as its last use is done, on the drop lane's thread: a
+  // make then finds a free chunk rather than unmapping a dropped granule first. A freed one keeps its chunk until
+  // someone needs it, for an allocation there to revive in place.
+  if (!held && DropOrReviveInPlace(Kind::kDrop, r, after)) return {kDead, 0};
   return Post(Kind::kDrop, r, after);
 }
 ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
@@ -250,7 +264,7 @@ ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_
   return Post(Kind::kMake, r, after);
 }
 
-bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
+bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
   std::shared_ptr<CUevent_st> dead;
   if (kind == Kind::kDrop) {
     // One event for the drop's granules, after `after`, on the drop lane's stream (the caller's may be re-recorded).
@@ -274,11 +288,11 @@ bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<c
   }
   for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
     Granule* g = Find(a);
-    if (g == nullptr || g->device < 0) continue;  // a drop of a granule on the host changes nothing
-    if (g->dead != nullptr) dropped_.erase(g->dropped_as);
-    g->dead = dead;
-    if (dead != nullptr) {
-      g->dropped_as = ++drops_;
+    if (g == nullptr) continue;
+    Undrop(g);
+    g->dead = dead;  // off the device too: a make waits for the old value's last use
+    if (dead != nullptr && g->device >= 0) {
+      g->dropped_as = ++drops_ | (held ? 0 : kFreedDrop);
       dropped_.emplace(g->dropped_as, a);
     }
   }
@@ -309,13 +323,11 @@ int CopyResidency::TakeDroppedChunk(std::unique_lock<std::mutex>& lock) {
       lock.lock();
       continue;
     }
-    if (!EnsureHostChunk(pick).ok()) return -1;
+    // Its value is dead: the addresses lead nowhere until a make (a use nobody foresaw faults, loudly).
     const int chunk = pick->device;
-    api_.cuMemUnmap(pick_addr, granularity_);
-    Fail(MapOnto(pick_addr, pick->host.handle));
-    pick->device = -1;
-    pick->dead.reset();
-    dropped_.erase(pick->dropped_as);
+    Fail(Check(api_.cuMemUnmap(pick_addr, granularity_), "cuMemUnmap"));
+    pick->device = kUnmapped;
+    Undrop(pick);
     return chunk;
   }
   return -1;
@@ -369,9 +381,10 @@ void CopyResidency::Run(Lane lane) {
 void CopyResidency::RunJob(Lane lane, const Job& job) {
   LaneState& l = lanes_[lane];
   const bool copies = job.kind == Kind::kEvict || job.kind == Kind::kFetch;
-  // Granules to remap once the lane's stream gets here: (granule address, the chunk it goes onto; -1 its host
-  // chunk, kTurnOnly nothing).
-  constexpr int kTurnOnly = -2;
+  const bool to_device = lane == kIn || lane == kNew;
+  // Granules to remap once the lane's stream gets here: (granule address, where it goes: a device chunk, kOnHost,
+  // kUnmapped, or kStay: nowhere new).
+  constexpr int kStay = -3;
   std::vector<std::pair<uint64_t, int>> moved;
   uint32_t after_other = 0;  // lanes waited for
   std::unique_lock lock(mu_);
@@ -389,30 +402,33 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       Fail(Check(api_.cudaStreamWaitEvent(l.stream, lanes_[g->last_lane].done, 0), "cudaStreamWaitEvent"));
       after_other |= 1u << g->last_lane;
     }
-    const bool to_device = lane == kIn || lane == kNew;
     if (g->dead != nullptr && (to_device || job.kind == Kind::kEvict)) {
-      g->dead.reset();  // revived in place (a make), or evicted after all
-      dropped_.erase(g->dropped_as);
+      // Revived (a make), or given a value after all: after the dead value's last use.
+      Fail(Check(api_.cudaStreamWaitEvent(l.stream, g->dead.get(), 0), "cudaStreamWaitEvent"));
+      Undrop(g);
     }
-    if (!status().ok() || (g->device >= 0) == to_device) {
-      moved.emplace_back(go.addr, kTurnOnly);
-      continue;
-    }
-    if (to_device) {
+    const int was = g->device;
+    if (!status().ok() || (was >= 0) == to_device) {
+      moved.emplace_back(go.addr, kStay);
+    } else if (to_device) {
       const int c = TakeDeviceChunk(lock);
-      if (c < 0) {
-        stranded_.fetch_add(1, std::memory_order_relaxed);
-        moved.emplace_back(go.addr, kTurnOnly);
-        continue;
+      if (c >= 0 && copies && was == kOnHost) {
+        Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, granularity_, l.stream), "copy in"));
       }
-      if (copies) Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, granularity_, l.stream), "copy in"));
-      moved.emplace_back(go.addr, c);
-    } else if (Status st = EnsureHostChunk(g); !st.ok()) {
-      Fail(st);
-      moved.emplace_back(go.addr, kTurnOnly);
+      if (c < 0) stranded_.fetch_add(1, std::memory_order_relaxed);
+      // No chunk to be had: the bytes stay on (or an unmapped granule gets) its host chunk: correct, slow.
+      if (c < 0 && was == kUnmapped && !Fail(EnsureHostChunk(g))) {
+        moved.emplace_back(go.addr, kOnHost);
+      } else {
+        moved.emplace_back(go.addr, c >= 0 ? c : kStay);
+      }
+    } else if (job.kind != Kind::kEvict) {
+      moved.emplace_back(go.addr, kUnmapped);  // a drop: the value is dead, nothing to keep
+    } else if (Fail(EnsureHostChunk(g))) {
+      moved.emplace_back(go.addr, kStay);
     } else {
-      if (copies) Fail(Check(api_.cuMemcpyAsync(g->host.staging, pool_[g->device].staging, granularity_, l.stream), "copy out"));
-      moved.emplace_back(go.addr, -1);
+      Fail(Check(api_.cuMemcpyAsync(g->host.staging, pool_[was].staging, granularity_, l.stream), "copy out"));
+      moved.emplace_back(go.addr, kOnHost);
     }
   }
   lock.unlock();
@@ -420,30 +436,39 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
   Fail(Check(api_.cudaEventRecord(l.done, l.stream), "cudaEventRecord"));
   Fail(Check(api_.cudaEventSynchronize(l.done), "cudaEventSynchronize"));
   lock.lock();
-  for (const auto& [addr, chunk] : moved) {
+  // Access is set once per run of adjacent granules mapped here.
+  uint64_t run_start = 0, run_end = 0;
+  auto flush = [&] {
+    if (run_end > run_start) Fail(SetAccess(run_start, run_end - run_start));
+    run_start = run_end = 0;
+  };
+  for (const auto& [addr, to] : moved) {
     Granule* g = Find(addr);
     if (g == nullptr) continue;
-    if (chunk != kTurnOnly) {
+    if (to != kStay) {
       const int old = g->device;
-      api_.cuMemUnmap(addr, granularity_);
-      Fail(MapOnto(addr, chunk >= 0 ? pool_[chunk].handle : g->host.handle));
-      g->device = chunk;
-      if (g->dead != nullptr) {
-        g->dead.reset();
-        dropped_.erase(g->dropped_as);
+      if (old != kUnmapped) Fail(Check(api_.cuMemUnmap(addr, granularity_), "cuMemUnmap"));
+      if (to != kUnmapped) {
+        Fail(MapOnto(addr, to >= 0 ? pool_[to].handle : g->host.handle, /*access=*/false));
+        if (addr != run_end) flush(), run_start = addr;
+        run_end = addr + granularity_;
       }
+      g->device = to;
+      Undrop(g);
       if (old >= 0) GiveBack(old);
     }
     g->last_lane = static_cast<uint8_t>(lane);
     ++g->completed;
   }
+  flush();
   cv_.notify_all();
 }
 
-void CopyResidency::Fail(Status st) {
-  if (st.ok()) return;
+bool CopyResidency::Fail(Status st) {
+  if (st.ok()) return false;
   std::lock_guard lock(failure_mu_);
   if (failure_.ok()) failure_ = std::move(st);
+  return true;
 }
 
 Status CopyResidency::status() const {
@@ -482,6 +507,15 @@ bool CopyResidency::Resident(ResidencyRange r) const {
   return true;
 }
 
+bool CopyResidency::Backed(ResidencyRange r) const {
+  std::lock_guard lock(mu_);
+  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
+    const Granule* g = Find(a);
+    if (g == nullptr || g->device < 0 || g->posted != g->completed) return false;
+  }
+  return true;
+}
+
 bool CopyResidency::Done(ResidencyTicket t) const {
   if (t.seq == 0) return true;
   const uint32_t v = __atomic_load_n(lanes_[t.lane].flag, __ATOMIC_ACQUIRE);
@@ -508,6 +542,16 @@ void CopyResidency::Finish() {
 uint64_t CopyResidency::device_bytes() const {
   std::lock_guard lock(mu_);
   return pool_.size() * granularity_;
+}
+
+uint64_t CopyResidency::live_bytes() const {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [addr, r] : reservations_) {
+    n += std::count_if(r.granules.begin(), r.granules.end(),
+                       [](const Granule& g) { return g.device >= 0 && g.dead == nullptr; });
+  }
+  return n * granularity_;
 }
 
 uint64_t CopyResidency::peak_device_bytes() const {

@@ -2,29 +2,37 @@
 //
 // Every reservation is a range of virtual addresses (cuMemAddressReserve). Each granule of it is mapped onto one
 // physical chunk at a time: a device chunk from the pool, or its own pinned host chunk (cuMemCreate on the host)
-// while its bytes are away. The pool creates device chunks as they are needed and never holds more than the
-// budget's worth; a chunk given back stays in the pool for the next one. Every chunk is also mapped, once, at an
-// address of its own (a staging address), so that a copy can fill a chunk that the granule is not mapped onto yet.
+// while its bytes are away; or onto nothing, before its first make and while its value is dead and its device chunk
+// serves another granule (a use then faults: loud, never a stale value). The pool creates device chunks as they are
+// needed and never holds more than the budget's worth; a chunk given back stays in the pool for the next one. Every
+// chunk is also mapped, once, at an address of its own (a staging address), so that a copy can fill a chunk that
+// the granule is not mapped onto yet.
 //
-// Moves run on threads of their own, one per direction (and one for makes), each with its stream, so that
-// evictions and fetches overlap on the two copy engines and no call on the caller's thread waits for a transfer:
+// Moves run on threads of their own, one per direction (and one for makes, one for drops), each with its stream,
+// so that evictions and fetches overlap on the two copy engines and no call on the caller's thread waits for a
+// transfer:
 //   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is mapped onto its host
 //          chunk and the device chunk goes back to the pool.
 //   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
 //          chunk -> device chunk at its staging address; once it is done, the granule is mapped onto it.
-//   drop   after `after`: the granule is mapped onto its host chunk, the device chunk goes back; nothing is copied.
-//   make   a device chunk from the pool, mapped onto the granule; nothing is copied.
+//   drop   a freed value: the granule keeps its chunk, marked dead after `after`, until a make revives it in place
+//          (an allocator hands out the same addresses again) or another granule needs the chunk; a held value
+//          (discarded, to be rebuilt): after `after`, on the drop thread, the granule is unmapped and its chunk goes
+//          back to the pool.
+//   make   a device chunk from the pool (or a dead granule's), mapped onto the granule after the last use of its
+//          old value (the drop's `after`); nothing is copied.
 // A move completes by storing its sequence number in a flag in pinned memory; WaitOn makes a stream wait for that
 // value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone records an
-// event after such a wait on a stream of the lane's own, for code that works with events.
+// event after such a wait on a stream of the lane's own, for code that works with events. The access of the granules
+// a move maps is set once per run of adjacent granules.
 //
 // Where a granule's bytes are while a move is in flight: an evicted granule stays mapped onto its device chunk
 // until its copy is done (a write after the move started is lost, as with any use the plan did not foresee after
 // a granule's last use); a fetched one stays mapped onto its host chunk until its copy is done (reads see the right
-// bytes; a write meanwhile is lost). A granule is never unmapped while it may be used: the remap maps the other
-// chunk in the same critical section, on the mover's thread. Where no device chunk can be had (the pool is at the
-// budget and no move in either queue will give one back), a fetch or make leaves the granule on its host chunk:
-// correct and slow, counted in stranded().
+// bytes; a write meanwhile is lost). A granule with a live value is never unmapped while it may be used: the remap
+// maps the other chunk in the same critical section, on the mover's thread. Where no device chunk can be had (the
+// pool is at the budget and no move in either queue will give one back), a fetch or make leaves the granule on its
+// host chunk: correct and slow, counted in stranded().
 #pragma once
 
 #include <array>
@@ -59,14 +67,16 @@ class CopyResidency final : public Residency {
   void Release(uint64_t addr) override;
   ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) override;
   ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) override;
-  ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) override;
   ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) override;
   Status WaitOn(ResidencyTicket t, cudaStream_t stream) override;
   Status RecordDone(ResidencyTicket t, cudaEvent_t event) override;
   bool Resident(ResidencyRange r) const override;
+  bool Backed(ResidencyRange r) const override;
   bool Done(ResidencyTicket t) const override;
   void Finish() override;
   uint64_t device_bytes() const override;
+  uint64_t live_bytes() const override;
   uint64_t peak_device_bytes() const override;
 
   // Granules mapped onto the device now, and fetches or makes that found no device chunk (left on the host).
@@ -84,15 +94,19 @@ class CopyResidency final : public Residency {
     CUmemGenericAllocationHandle handle = 0;
     uint64_t staging = 0;  // where it is mapped on its own
   };
+  // Where a granule's addresses lead, besides a device chunk (an index into pool_).
+  static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
+  static constexpr int kUnmapped = -2;  // nothing: never used yet, or a dead value whose device chunk was taken
   struct Granule {
     Chunk host;                           // handle 0 until first needed
-    int device = -1;                      // index into pool_ of the device chunk it is mapped onto; -1: on the host
+    int device = kUnmapped;               // a device chunk (index into pool_), kOnHost or kUnmapped
     uint32_t posted = 0, completed = 0;   // moves of it posted and done: they run in the order they were posted
     uint8_t last_lane = kLanes;           // the lane of its last move (kLanes: none yet)
-    // Dropped while on the device: its value is dead once this event has completed, and its chunk may then be
-    // taken for another granule (the granule then goes onto its host chunk); a make revives it in place.
+    // Dropped: its value is dead once this event has completed (the last use of the old value, which a remap or a
+    // new value must not overtake). On the device, its chunk may then be taken for another granule (the granule is
+    // then unmapped); a make revives it in place.
     std::shared_ptr<CUevent_st> dead;
-    uint64_t dropped_as = 0;  // its key in dropped_ while dead
+    uint64_t dropped_as = 0;  // its key in dropped_ while dead on the device; 0: not there
   };
   // A granule of a job and its place among the moves of that granule (they run in that order on either lane).
   struct GranuleOrder {
@@ -127,7 +141,12 @@ class CopyResidency final : public Residency {
   // The granule at `addr`: its reservation's entry (mu_ held).
   Granule* Find(uint64_t addr);
   const Granule* Find(uint64_t addr) const;
-  Status MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle);
+  // Maps one chunk at `addr`; with `access`, also makes it readable and writable by the device (else the caller
+  // does, once for a run of granules: SetAccess).
+  Status MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access = true);
+  Status SetAccess(uint64_t addr, uint64_t bytes);
+  // The granule is no longer dead (a make revived it, or a move gave it a value): out of dropped_ (mu_ held).
+  void Undrop(Granule* g);
   Result<Chunk> NewChunk(bool on_host);
   Status EnsureHostChunk(Granule* g);
   // A free device chunk (mu_ held; waits while a move in flight may give one back, takes a dropped granule's);
@@ -137,9 +156,10 @@ class CopyResidency final : public Residency {
   int TakeDroppedChunk(std::unique_lock<std::mutex>& lock);
   // Drops and makes of granules with no move pending happen at once, without a job: a drop marks the granule, a
   // make of a granule on the device revives it. Returns false when some granule needs a job.
-  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
+  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held = false);
   void GiveBack(int chunk);
-  void Fail(Status st);
+  // Keeps the first failure; true when `st` is one.
+  bool Fail(Status st);
 
   const CudaApi& api_;
   const int device_;
@@ -152,9 +172,11 @@ class CopyResidency final : public Residency {
   std::map<uint64_t, Reservation> reservations_;  // by start address
   std::vector<Chunk> pool_;
   std::vector<int> free_chunks_;
-  // Granules on the device whose value is dead (Granule::dead), oldest drop first: the first to give their chunks
-  // (the ones dropped last are the likeliest to be allocated again soon, and revived in place).
-  std::map<uint64_t, uint64_t> dropped_;  // drop number -> granule address
+  // Granules on the device whose value is dead (Granule::dead), in the order they give their chunks: held ones
+  // (Drop's `held`) first, then freed ones; oldest drop first in each (the ones dropped last are the likeliest to
+  // be allocated again soon, and revived in place).
+  std::map<uint64_t, uint64_t> dropped_;  // kFreedDrop for freed ones | drop number -> granule address
+  static constexpr uint64_t kFreedDrop = 1ull << 63;
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished

@@ -33,8 +33,8 @@ class Residency {
   virtual uint64_t granularity() const = 0;
 
   // Memory for the allocator: `bytes` (a multiple of the granularity) of addresses every stream may use, on the
-  // device as far as the budget allows and on the host beyond it (correct, slow); with `on_device` false, all on
-  // the host (an allocator then makes device memory for what it hands out, Make).
+  // device as far as the budget allows and on the host beyond it (correct, slow); with `on_device` false, nothing
+  // behind them yet (an allocator makes device memory for what it hands out, Make; a use before that faults).
   virtual Result<uint64_t> Reserve(uint64_t bytes, bool on_device = true) = 0;
   // Gives a reservation back. No move of it may be pending.
   virtual void Release(uint64_t addr) = 0;
@@ -45,8 +45,10 @@ class Residency {
   virtual ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
   // The bytes come back to the device.
   virtual ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
-  // The value is dead: its device memory is given back without a copy (the addresses stay usable).
-  virtual ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  // The value is dead: its device memory is given back without a copy. `held`: the addresses stay in use (a value
+  // discarded to be rebuilt later), and their device memory is taken before that of freed addresses, which an
+  // allocator is likely to hand out again soon.
+  virtual ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) = 0;
   // Device memory for a value about to be rebuilt (a recompute's target): nothing is copied.
   virtual ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
 
@@ -56,12 +58,17 @@ class Residency {
   virtual Status RecordDone(ResidencyTicket t, cudaEvent_t event) = 0;
   // Whether every granule of `r` is on the device with no move of it pending (a Make would change nothing).
   virtual bool Resident(ResidencyRange r) const = 0;
+  // Whether every granule of `r` has device memory with no move pending, its value alive or dropped: a Make of it
+  // would need no remap (an allocator places blocks there first).
+  virtual bool Backed(ResidencyRange r) const = 0;
   // Whether the move has completed (host side), and waiting for it (tests, shutdown).
   virtual bool Done(ResidencyTicket t) const = 0;
   virtual void Finish() = 0;
 
-  // Device memory the layer holds now, and the most it has held.
+  // Device memory the layer holds now, and the most it has held; and the part of it that holds live values (not
+  // dropped), as far as the moves posted so far go.
   virtual uint64_t device_bytes() const = 0;
+  virtual uint64_t live_bytes() const = 0;
   virtual uint64_t peak_device_bytes() const = 0;
 };
 

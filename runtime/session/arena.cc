@@ -10,6 +10,8 @@ namespace {
 constexpr size_t kMaxPlacements = 1u << 20;
 // How far back the same-stream reuse looks among a stream's pending blocks.
 constexpr size_t kPendingScan = 64;
+// How many places a preference (SetPreference) is asked about per allocation before best fit decides.
+constexpr size_t kPreferTries = 64;
 
 // Same-stream reuse needs one stream per handle; the per-thread default stream is a different one per thread.
 bool StreamOrdered(StreamKey s) { return s != kSyncStream && s != 0x2; }
@@ -52,6 +54,17 @@ uint64_t RangeAllocator::Allocate(uint64_t size) {
   Erase(it);
   if (r.size > size) Insert(start + size, {r.size - size, r.region});
   return start;
+}
+
+uint64_t RangeAllocator::AllocateWhere(uint64_t size, uint64_t step,
+                                       const std::function<bool(uint64_t, uint64_t)>& prefer, size_t tries) {
+  for (auto fit = by_size_.lower_bound({size, 0}); fit != by_size_.end() && tries > 0; ++fit) {
+    const auto [len, start] = *fit;
+    for (uint64_t at = start; at + size <= start + len && tries > 0; at += step, --tries) {
+      if (prefer(at, size)) return AllocateAt(at, size) ? at : 0;
+    }
+  }
+  return 0;
 }
 
 bool RangeAllocator::AllocateAt(uint64_t start, uint64_t size) {
@@ -166,8 +179,9 @@ bool Arena::AddSegmentLocked(uint64_t start, uint64_t size) {
   return true;
 }
 
-uint64_t Arena::AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure) {
-  uint64_t addr = large_.Allocate(span);
+uint64_t Arena::AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure, bool prefer) {
+  uint64_t addr = prefer && prefer_ != nullptr ? large_.AllocateWhere(span, kLargePage, prefer_, kPreferTries) : 0;
+  if (addr == 0) addr = large_.Allocate(span);
   if (addr == 0 && GrowLocked(span, keep_oom_error, failure)) addr = large_.Allocate(span);
   return addr;
 }
@@ -203,33 +217,47 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
   Block block;
   uint64_t addr = 0;
   const uint32_t ordinal = ordinal_++;
-  if (!recent_first_ && ordinal < hints_.size() && hints_[ordinal].span == span &&
+  if (prefer_ == nullptr && ordinal < hints_.size() && hints_[ordinal].span == span &&
       TakeAtLocked(hints_[ordinal].addr, span, small, stream, &block)) {
     addr = hints_[ordinal].addr;
     usage_.placement_hits++;
   }
+  // A block this stream freed and has not reached yet: oldest first, so that with the same frees and allocations
+  // every iteration each allocation gets the block the same allocation got last time (newest first would swap
+  // equal-sized blocks every iteration). With a preference: the newest one it holds for, then a free range it
+  // holds for, then the newest.
+  std::deque<Pending>* queue = nullptr;
+  auto reuse = [&](std::deque<Pending>::iterator it) {
+    addr = it->addr;
+    block = it->block;
+    RecycleEventLocked(it->event, true);
+    usage_.pending_bytes -= span;
+    usage_.same_stream_reuses++;
+    queue->erase(it);
+  };
+  std::deque<Pending>::iterator fallback;
   if (addr == 0 && StreamOrdered(stream)) {
-    auto q = pending_.find(stream);
-    if (q != pending_.end()) {
-      auto& d = q->second;
-      // Oldest first: with the same frees and allocations every iteration, each allocation then gets the
-      // block the same allocation got last time (newest first would swap equal-sized blocks every iteration).
-      const size_t scan = std::min(d.size(), kPendingScan);
-      for (size_t j = 0; j < scan; ++j) {
-        const size_t i = recent_first_ ? d.size() - 1 - j : j;
-        auto it = d.begin() + static_cast<std::ptrdiff_t>(i);
-        if (it->block.span == span && it->block.small == small) {
-          addr = it->addr;
-          block = it->block;
-          RecycleEventLocked(it->event, true);
-          usage_.pending_bytes -= span;
-          usage_.same_stream_reuses++;
-          d.erase(it);
-          break;
-        }
+    if (auto q = pending_.find(stream); q != pending_.end()) queue = &q->second;
+  }
+  if (queue != nullptr) {
+    std::deque<Pending>& d = *queue;
+    fallback = d.end();
+    const size_t scan = std::min(d.size(), kPendingScan);
+    for (size_t j = 0; j < scan && addr == 0; ++j) {
+      auto it = d.begin() + static_cast<std::ptrdiff_t>(prefer_ != nullptr ? d.size() - 1 - j : j);
+      if (it->block.span != span || it->block.small != small) continue;
+      if (prefer_ == nullptr || prefer_(it->addr, span)) {
+        reuse(it);
+      } else if (fallback == d.end()) {
+        fallback = it;
       }
     }
   }
+  if (addr == 0 && prefer_ != nullptr) {
+    addr = (small ? small_ : large_).AllocateWhere(span, kLargePage, prefer_, kPreferTries);
+    if (addr != 0) block = Block{span, size, small, RegionOfLocked(addr)};
+  }
+  if (addr == 0 && queue != nullptr && fallback != queue->end()) reuse(fallback);
   if (addr == 0 && small) {
     addr = small_.Allocate(span);
     if (addr == 0) {
@@ -240,7 +268,7 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
     }
     block = Block{span, size, true, RegionOfLocked(addr)};
   } else if (addr == 0) {
-    addr = AllocateLargeLocked(span, keep_oom_error, &result);
+    addr = AllocateLargeLocked(span, keep_oom_error, &result, /*prefer=*/false);  // tried above
     if (addr == 0) return result;
     block = Block{span, size, false, RegionOfLocked(addr)};
   }

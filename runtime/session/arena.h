@@ -40,6 +40,10 @@ class RangeAllocator {
   uint64_t Allocate(uint64_t size);
   // Takes exactly [start, start + size) when all of it is free.
   bool AllocateAt(uint64_t start, uint64_t size);
+  // The start of a range of `size` bytes where `prefer(start, size)` holds, trying at most `tries` places: free
+  // ranges best fit first, `step` apart inside each. 0 when none was found (nothing is taken).
+  uint64_t AllocateWhere(uint64_t size, uint64_t step, const std::function<bool(uint64_t, uint64_t)>& prefer,
+                         size_t tries);
   void Free(uint64_t start, uint64_t size, uint32_t region);
   uint64_t free_bytes() const { return free_bytes_; }
   size_t range_count() const { return by_start_.size(); }
@@ -95,9 +99,12 @@ class Arena {
   Arena(const CudaApi& api, Options options);
   // Before the first allocation.
   void SetSegmentSource(SegmentSource source) { source_ = std::move(source); }
-  // Reuse the block freed last rather than the one this allocation got last time (no placement by history): on
-  // the copy path a block freed recently still has its device memory, an older one may have given it away.
-  void PreferRecentlyFreed() { recent_first_ = true; }
+  // Where blocks go first: the copy path's addresses whose pages have device memory, so that no remap comes
+  // between an allocation and its first use. With a preference, a stream reuses the block it freed last rather
+  // than the one this allocation got last time (no placement by history): a block freed recently still has its
+  // device memory, an older one may have given it away.
+  using Preference = std::function<bool(uint64_t addr, uint64_t bytes)>;
+  void SetPreference(Preference prefer) { prefer_ = std::move(prefer); }
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -151,7 +158,8 @@ class Arena {
     uint64_t size = 0;
     uint32_t region = 0;
   };
-  uint64_t AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
+  // `prefer`: try the preference's places first.
+  uint64_t AllocateLargeLocked(uint64_t span, bool keep_oom_error, AllocResult* failure, bool prefer = true);
   bool GrowLocked(uint64_t span, bool keep_oom_error, AllocResult* failure);
   bool AddSegmentLocked(uint64_t start, uint64_t size);
   bool TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey stream, Block* out);
@@ -165,7 +173,7 @@ class Arena {
   const CudaApi& api_;
   const Options options_;
   SegmentSource source_;
-  bool recent_first_ = false;
+  Preference prefer_;
   mutable std::mutex mu_;
   RangeAllocator large_;
   RangeAllocator small_;

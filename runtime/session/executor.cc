@@ -200,8 +200,10 @@ void Executor::SampleDeviceLocked(uint32_t pos) {
   const uint64_t used = total > free ? total - free : 0;
   live::RaiseTo(peak_device_, used);
   if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
-  const int64_t above = static_cast<int64_t>(used) - static_cast<int64_t>(prog_->planned_bytes[pos]);
-  sampled_.Merge({.iterations = 0, .samples = 1, .peak = used, .above_min = above, .above_max = above,
+  // The copy path's pool stays full (dead values keep their chunks until needed): what it holds of live values.
+  const uint64_t held = residency_ != nullptr ? residency_->live_bytes() : used;
+  const int64_t above = static_cast<int64_t>(held) - static_cast<int64_t>(prog_->planned_bytes[pos]);
+  sampled_.Merge({.iterations = 0, .samples = 1, .peak = held, .above_min = above, .above_max = above,
                   .above_max_at = pos});
 }
 
@@ -574,6 +576,17 @@ void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) 
 
 uint64_t Executor::ScratchBytes(trace::BufferId b) const { return AlignUp(prog_->buffers[b].bytes, page_); }
 
+std::vector<Executor::Range> Executor::ScratchOf(
+    const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) const {
+  std::vector<Range> scratch;  // slots shared by several outputs, once
+  for (const auto& [b, at] : redirected) {
+    if (std::none_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) {
+      scratch.push_back({at, ScratchBytes(b)});
+    }
+  }
+  return scratch;
+}
+
 Executor::Range Executor::OwnedPages(const Range& r) const {
   const uint64_t lo = AlignUp(r.addr, page_), hi = AlignDown(r.addr + r.bytes, page_);
   return Range{lo, hi > lo ? hi - lo : 0};
@@ -590,7 +603,8 @@ cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<
     switch (k) {
       case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;
       case ResidencyMove::kFetch: t = residency_->Fetch(rr, waits); break;
-      case ResidencyMove::kDrop: t = residency_->Drop(rr, waits); break;
+      case ResidencyMove::kDrop: t = residency_->Drop(rr, waits, /*held=*/false); break;
+      case ResidencyMove::kDiscard: t = residency_->Drop(rr, waits, /*held=*/true); break;
       case ResidencyMove::kMake: t = residency_->Make(rr, waits); break;
     }
     if (t.seq == 0) return;  // done in place
@@ -757,7 +771,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   }
   if (!drop.empty() && residency_ != nullptr) {
     // Later uses of the pages come after the drop by the residency's order of moves (a make, a fetch).
-    ResidencyMoveLocked(ResidencyMove::kDrop, {anchor}, drop);
+    ResidencyMoveLocked(ResidencyMove::kDiscard, {anchor}, drop);
     for (size_t i = 0; i < drop.size(); ++i) {
       away_[drop_ids[i]] = 1;
       stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
@@ -970,12 +984,8 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   }
   for (trace::BufferId b : rc.targets) away_[b] = 0;
   if (redirected.empty()) return;
-  // The scratch outputs are dead once the launches have run (slots shared by several outputs, once).
-  std::vector<Range> scratch;
-  for (const auto& [b, at] : redirected) {
-    if (std::any_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) continue;
-    scratch.push_back({at, ScratchBytes(b)});
-  }
+  // The scratch outputs are dead once the launches have run.
+  const std::vector<Range> scratch = ScratchOf(redirected);
   if (residency_ != nullptr) {
     if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
   } else if (api_.cudaMemDiscardBatchAsync != nullptr) {
@@ -1073,7 +1083,13 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     }
   }
   poisoned = poisoned && sync();
+  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
+  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
+  if (poisoned) PopulateLocked(scratch, s);
   const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && sync();
+  if (!scratch.empty()) {
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  }
   bool same = launched;
   std::vector<unsigned char> after;
   for (const Copy& c : before) {
@@ -1186,10 +1202,8 @@ void Executor::ResidencyOnAllocation(uint64_t addr, uint64_t span, StreamKey str
   // Pages that were dropped or evicted (or never had room) get device memory before the application writes them.
   LastErrorScope errors(api_);
   const StreamKey key = stream == kSyncStream ? 0 : stream;
-  // After the stream's work so far: a page on its host chunk may still be read there by the block's previous
-  // owner's work, which the remap must not overtake.
-  cudaEvent_t before = RecordLocked(key);
-  cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {before}, {Range{addr, span}});
+  // At once: the residency waits for the last use of each page's old value (its drop), not for the stream.
+  cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {}, {Range{addr, span}});
   if (made != nullptr && api_.cudaStreamWaitEvent(StreamOf(key), made, 0) != cudaSuccess) errors.Failed();
 }
 

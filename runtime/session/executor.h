@@ -155,7 +155,7 @@ class Executor {
   struct Residency {
     uint32_t iterations = 0;
     uint32_t samples = 0;
-    uint64_t peak = 0;                     // most used bytes
+    uint64_t peak = 0;                     // most used bytes (the copy path: its live values)
     int64_t above_min = 0, above_max = 0;  // used less the plan's bytes: least and most
     uint32_t above_max_at = 0;             // the position of the most
     // Adds `other`'s samples (and iterations).
@@ -201,8 +201,10 @@ class Executor {
   Range OwnedPages(const Range& r) const;
   // What a recompute output redirected to scratch takes there: its bytes in whole pages (a slot owns its pages).
   uint64_t ScratchBytes(trace::BufferId b) const;
+  // The scratch slots of a recompute's redirected outputs, in whole pages.
+  std::vector<Range> ScratchOf(const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) const;
   // The copy path: `kind`'s move of each range after `waits`; an event of the executor's that completes with them.
-  enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kMake };
+  enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kDiscard, kMake };  // kDiscard: a held drop
   cudaEvent_t ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
                                   const std::vector<Range>& ranges);
 

@@ -226,7 +226,10 @@ void Session::ChooseResidency(uint64_t budget) {
     auto at = res->Reserve(bytes, /*on_device=*/false);  // blocks get device memory as they are allocated
     return at.ok() ? *at : 0;
   });
-  arena_.PreferRecentlyFreed();
+  arena_.SetPreference([res](uint64_t addr, uint64_t bytes) {
+    const uint64_t g = res->granularity(), lo = addr / g * g;
+    return res->Backed({lo, (addr + bytes + g - 1) / g * g - lo});
+  });
   executor_.SetResidency(res);
   KARMA_LOG(kInfo, "residency: copy (device memory through the virtual memory API, a pool of at most {}, pinned host "
             "chunks for what is away)", FormatBytes(AlignDown(budget, res->granularity())));

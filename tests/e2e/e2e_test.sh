@@ -322,8 +322,8 @@ PY
 copy_path)
   # KARMA_RESIDENCY=copy: device memory through the virtual memory API, a pool of whole 2 MiB chunks never above the
   # budget, pinned host chunks for what is away. Both apps at 3x: bit-identical to in core, the plan replayed, the
-  # pool within the budget (the exit summary's own figure and simcuda's peak device bytes). No speed check: every
-  # allocation whose pages are in host memory costs a remap on the application's stream (docs/runtime-e2e.md).
+  # pool within the budget (the exit summary's own figure and simcuda's peak device bytes). No speed check: the copy
+  # path is 1.7-3.3x in core here (remaps, and makes that find no chunk: docs/runtime-e2e.md).
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async)
     run ref -- "$bin/$app" "${args[@]}"

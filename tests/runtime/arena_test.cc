@@ -57,6 +57,43 @@ TEST(RangeAllocatorTest, AllocateAtTakesExactlyThatRange) {
   EXPECT_EQ(r.range_count(), 2u);
 }
 
+TEST(RangeAllocatorTest, AllocateWhereTakesThePlaceThePreferenceHoldsForOrNothing) {
+  RangeAllocator r;
+  r.AddRange(0, 100, 1);
+  r.AddRange(1000, 300, 1);
+  std::vector<uint64_t> asked;
+  auto at_1200 = [&](uint64_t at, uint64_t) {
+    asked.push_back(at);
+    return at == 1200;
+  };
+  // Best fit first, `step` apart inside each range: 0, then 1000, 1100, 1200.
+  EXPECT_EQ(r.AllocateWhere(100, 100, at_1200, 10), 1200u);
+  EXPECT_EQ(asked, (std::vector<uint64_t>{0, 1000, 1100, 1200}));
+  EXPECT_EQ(r.free_bytes(), 300u);
+  // No place within the tries: nothing is taken.
+  asked.clear();
+  EXPECT_EQ(r.AllocateWhere(50, 10, [](uint64_t, uint64_t) { return false; }, 3), 0u);
+  EXPECT_EQ(r.free_bytes(), 300u);
+}
+
+TEST_F(ArenaTest, APreferenceChoosesAmongFreedBlocksAndFreeRanges) {
+  constexpr uint64_t kBig = 4ull << 20;
+  const uint64_t a = Alloc(kBig, kS1), b = Alloc(kBig, kS1), c = Alloc(kBig, kS1);
+  // Say only `a`'s pages (and nothing beyond the three blocks) have device memory.
+  arena_.SetPreference([&](uint64_t at, uint64_t bytes) { return at == a && bytes == kBig; });
+  ASSERT_EQ(arena_.Free(b, kS1), Arena::FreeStatus::kFreed);
+  ASSERT_EQ(arena_.Free(a, kS1), Arena::FreeStatus::kFreed);
+  ASSERT_EQ(arena_.Free(c, kS1), Arena::FreeStatus::kFreed);
+  // The stream's pending blocks: the one the preference holds for, though freed neither first nor last.
+  EXPECT_EQ(Alloc(kBig, kS1), a);
+  // None held for: the newest of the stream's pending blocks (it had device memory last).
+  EXPECT_EQ(Alloc(kBig, kS1), c);
+  // The free ranges when no pending block fits: a place the preference holds for, else best fit.
+  const uint64_t d = Alloc(kBig, kS2);
+  EXPECT_NE(d, 0u);
+  EXPECT_NE(d, a);
+}
+
 // A range's own pages: the whole residency (64 KiB) pages inside it, none when it lies across a page boundary.
 TEST(OwnedPageBytesTest, CountsOnlyWholePagesInsideTheRange) {
   constexpr uint64_t kP = kResidencyPage;

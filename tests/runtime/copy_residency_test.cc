@@ -126,12 +126,12 @@ TEST_F(CopyResidencyTest, ADroppedGranuleIsRevivedInPlaceOrGivesItsChunkToAFetch
   ASSERT_TRUE(addr.ok());
   Fill(*addr + kG, kG, 6);
   // A drop and a make of a granule with nothing in flight: no job, nothing to wait for, no remap.
-  EXPECT_EQ(r->Drop({*addr, kG}, {}).seq, 0u);
+  EXPECT_EQ(r->Drop({*addr, kG}, {}, false).seq, 0u);
   EXPECT_FALSE(r->Resident({*addr, kG}));
   EXPECT_EQ(r->Make({*addr, kG}, {}).seq, 0u);
   EXPECT_TRUE(r->Resident({*addr, kG}));
-  // Dropped again, its chunk goes to the fetch that finds the pool at the budget; it goes onto its host chunk.
-  r->Drop({*addr, kG}, {});
+  // Dropped again, its chunk goes to the fetch that finds the pool at the budget; it is unmapped (its value dead).
+  r->Drop({*addr, kG}, {}, false);
   r->Fetch({*addr + kG, kG}, {});
   r->Finish();
   EXPECT_EQ(r->stranded(), 0u);
@@ -144,6 +144,40 @@ TEST_F(CopyResidencyTest, ADroppedGranuleIsRevivedInPlaceOrGivesItsChunkToAFetch
   EXPECT_EQ(r->stranded(), 1u);
   Fill(*addr, kG, 7);
   EXPECT_TRUE(Holds(*addr, kG, 7));
+  EXPECT_EQ(r->peak_device_bytes(), kG);
+}
+
+TEST_F(CopyResidencyTest, AHeldDropGivesItsChunkBackAndLeavesTheGranuleUnmapped) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 10);
+  EXPECT_TRUE(r->Backed({*addr, kG}));
+  EXPECT_FALSE(r->Backed({*addr, 2 * kG}));
+  // A freed value keeps its chunk, dead: still backed (an allocation placed there needs no remap).
+  r->Drop({*addr, kG}, {}, /*held=*/false);
+  EXPECT_TRUE(r->Backed({*addr, kG}));
+  EXPECT_FALSE(r->Resident({*addr, kG}));
+  r->Make({*addr, kG}, {});
+  // A held one (discarded, to be rebuilt) gives its chunk back on the drop lane: nothing maps its addresses then,
+  // so a use nobody foresaw faults rather than reading a stale value.
+  const ResidencyTicket t = r->Drop({*addr, kG}, {}, /*held=*/true);
+  EXPECT_NE(t.seq, 0u);
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 0u);
+  EXPECT_FALSE(r->Backed({*addr, kG}));
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_NE(cuMemRetainAllocationHandle(&h, reinterpret_cast<void*>(*addr)), CUDA_SUCCESS);
+  // The free chunk serves a make of the other granule without taking anyone's; the first is made again after it,
+  // finds no room and gets its host chunk.
+  r->Make({*addr + kG, kG}, {});
+  r->Make({*addr, kG}, {});
+  r->Finish();
+  EXPECT_TRUE(r->Resident({*addr + kG, kG}));
+  EXPECT_EQ(r->stranded(), 1u);
+  Fill(*addr, kG, 11);
+  EXPECT_TRUE(Holds(*addr, kG, 11));
   EXPECT_EQ(r->peak_device_bytes(), kG);
 }
 
