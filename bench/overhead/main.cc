@@ -1,11 +1,11 @@
 // bench_overhead: host nanoseconds per intercepted kernel launch under libkarma.so on simcuda, by mode.
 //
 // Without --child it runs itself through scripts/simrun once per configuration (no libkarma.so; KARMA_MODE=off,
-// um, record, auto) and prints a table. With --child it launches an empty kernel in iterations of --launches
-// launches of different grids (each iteration also allocates and frees one buffer, so that an iteration can be detected) and
-// prints, per iteration, the mean wall-clock nanoseconds per launch. The parent reports, for record, the
-// iterations while libkarma.so observes (before the recording ends) and, for auto, the steady state after the
-// plan is replayed: the last quarter of the iterations.
+// um, record, auto with each residency: managed memory and the copy path) and prints a table. With --child it
+// launches an empty kernel in iterations of --launches launches of different grids (each iteration also allocates
+// and frees one buffer, so that an iteration can be detected) and prints, per iteration, the mean wall-clock
+// nanoseconds per launch. The parent reports, for record, the iterations while libkarma.so observes (before the
+// recording ends) and, for auto, the steady state after the plan is replayed: the last quarter of the iterations.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
       {"KARMA_MODE=off", "KARMA_MODE=off", true, true},
       {"KARMA_MODE=um", "KARMA_MODE=um", true, true},
       {"record (observing)", "KARMA_MODE=record" + traces + "/record", true, false},
-      {"auto (replaying)", "KARMA_MODE=auto" + traces + "/auto", true, true},
+      {"auto (replaying), managed", "KARMA_MODE=auto KARMA_RESIDENCY=managed" + traces + "/managed", true, true},
+      {"auto (replaying), copy", "KARMA_MODE=auto KARMA_RESIDENCY=copy" + traces + "/copy", true, true},
   };
   std::printf("ns per intercepted launch of an empty kernel on simcuda (%d iterations of %d launches; median)\n\n",
               iters, launches);

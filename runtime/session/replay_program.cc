@@ -7,6 +7,7 @@
 
 #include "policy/access.h"
 #include "policy/plan_builder.h"
+#include "policy/simulator.h"
 #include "ground/common/units.h"
 #include "runtime/session/planning.h"
 
@@ -41,9 +42,35 @@ bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace
   return false;
 }
 
+// Per action, for swap-ins: the position before which the simulated plan had started it (entry k of `after` goes
+// out before op k). A swap-in waits in the simulation until the device has room for it; issued at its `after`
+// instead, a fetch would take memory the plan still counts as someone else's. 0 where the simulation does not say.
+std::vector<uint32_t> SimulatedSwapInStarts(const trace::Iteration& planning, const policy::HwProfile& hw,
+                                            const policy::Plan& plan) {
+  std::vector<uint32_t> from(plan.actions.size(), 0);
+  const policy::SimInput in = policy::MakeSimInput(planning, hw, plan.capacity_bytes);
+  const policy::SimResult r = policy::Simulate(in, plan, {.record_events = true});
+  if (!r.feasible) return from;
+  std::vector<uint32_t> started;  // swap-ins started since the last compute item began
+  for (const policy::SimEvent& e : r.events) {
+    if (e.kind == policy::SimEvent::kCopyStart && plan.actions[e.index].kind == policy::ActionKind::kSwapIn) {
+      started.push_back(e.index);
+    } else if (e.kind == policy::SimEvent::kComputeStart && !started.empty()) {
+      // They go out before the op this item belongs to: a recompute's op runs right before its action's `before`.
+      const policy::ComputeItem& item = r.sequence[e.index];
+      const uint32_t pos = item.action == trace::kNone ? item.op : plan.actions[item.action].before;
+      for (uint32_t a : started) from[a] = pos;
+      started.clear();
+    }
+  }
+  for (uint32_t a : started) from[a] = static_cast<uint32_t>(planning.ops.size());
+  return from;
+}
+
 }  // namespace
 
-Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan) {
+Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan,
+                                                            const policy::HwProfile& planned_with) {
   const trace::Iteration& it = rec.it;
   KARMA_RETURN_IF_ERROR(policy::CheckPlanShape(plan, it));
   if (rec.ops.size() != it.ops.size() || rec.buffers.size() != it.buffers.size()) {
@@ -130,9 +157,18 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   }
   size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0;
   uint64_t evicted_bytes = 0;  // what the evictions move to the host
+  const trace::Iteration planning = PlanningIteration(it, MovePageFor(planned_with));
+  // On the copy path a fetch takes device memory when it is issued; managed memory's prefetch makes the driver
+  // evict what it needs, and goes out at `after` as planned.
+  const std::vector<uint32_t> swap_in_from = planned_with.moves == policy::MovePath::kCopy
+                                                 ? SimulatedSwapInStarts(planning, planned_with, plan)
+                                                 : std::vector<uint32_t>(plan.actions.size(), 0);
   for (uint32_t a = 0; a < plan.actions.size(); ++a) {
     const policy::Action& act = plan.actions[a];
-    auto& at = prog->after[static_cast<size_t>(act.after + 1)];
+    size_t entry = static_cast<size_t>(act.after + 1);
+    // A swap-in no earlier than the simulation started it, and before the op that waits for it.
+    if (act.kind == policy::ActionKind::kSwapIn) entry = std::min<size_t>(std::max<size_t>(entry, swap_in_from[a]), act.before);
+    auto& at = prog->after[entry];
     switch (act.kind) {
       case policy::ActionKind::kSwapOut:
         if (!act.keep) {
@@ -178,8 +214,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     }
   }
   {
-    const trace::Iteration planning = PlanningIteration(it);
-    const policy::SimInput in = policy::MakeSimInput(planning, policy::DefaultProfile(), plan.capacity_bytes);
+    const policy::SimInput in = policy::MakeSimInput(planning, planned_with, plan.capacity_bytes);
     const std::vector<uint64_t> mem = policy::StaticMemory(in, plan);
     const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
     // The recomputes that run right before an op hold their inputs and outputs there too.

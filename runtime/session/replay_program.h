@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/hw_profile.h"
 #include "policy/plan.h"
 #include "ground/common/status.h"
 #include "runtime/session/recorder.h"
@@ -84,7 +85,9 @@ struct ReplayProgram {
 
 // Compiles `plan` for the recorded iteration it was made for. Refuses plans whose shape does not fit the
 // iteration; recompute actions whose ops cannot be re-launched or write non-exact buffers are refused too
-// (the planner was told not to make them; a plan file from elsewhere might).
-Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan);
+// (the planner was told not to make them; a plan file from elsewhere might). `planned_with`: the profile the plan
+// was made for, whose simulation says when each swap-in can start.
+Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan,
+                                                            const policy::HwProfile& planned_with = policy::DefaultProfile());
 
 }  // namespace karma::rt

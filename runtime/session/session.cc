@@ -934,7 +934,7 @@ void Session::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec
     // Compiles a plan and hands it to the executor, which runs it from the next iteration start.
     auto install = [&](const policy::Plan& plan, const std::string& path,
                        const policy::HwProfile& planned_with) -> Status {
-      auto program = CompileProgram(*rec, plan);
+      auto program = CompileProgram(*rec, plan, planned_with);
       KARMA_RETURN_IF_ERROR(program.status());
       {
         std::lock_guard<std::mutex> lock(trace_mu_);

@@ -118,6 +118,58 @@ TEST(CompileProgram, DiscardSwappedInButNotReadBeforeTheRebuildIsADiscard) {
   EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kDiscard);
 }
 
+// On the copy path a swap-in goes out where the simulated plan could start it, not before: a fetch takes device
+// memory when issued. Buffer 0 (4 MiB) leaves after op 0; ops 1-2 hold buffers 1 and 2 (8 MiB, the capacity) until
+// op 2's end, so the plan's swap-in "after op 1" starts only then, before op 3. Managed memory's prefetch goes
+// out at `after` (the driver evicts what it needs).
+TEST(CompileProgram, ACopyPathSwapInGoesOutWhereTheSimulationStartedIt) {
+  RecordedIteration rec;
+  rec.it.model = "wait";
+  constexpr uint64_t kMiB4 = 4u << 20;
+  for (trace::BufferId b = 0; b < 3; ++b) {
+    trace::Buffer buf;
+    buf.id = b;
+    buf.bytes = kMiB4;
+    buf.kind = trace::BufferKind::kActivation;
+    rec.it.buffers.push_back(buf);
+    ReplayBuffer rb;
+    rb.address = (b + 1ull) << 24;
+    rb.bytes = kMiB4;
+    rb.exact = true;
+    rb.allocated_inside = true;
+    rb.alloc_ordinal = b;
+    rec.buffers.push_back(rb);
+  }
+  rec.allocations = 3;
+  const std::vector<std::vector<trace::BufferId>> reads = {{}, {}, {1, 2}, {}, {0}};
+  const std::vector<std::vector<trace::BufferId>> writes = {{0}, {1, 2}, {}, {}, {}};
+  for (uint32_t i = 0; i < 5; ++i) {
+    testing::AddTimedOp(rec.it, i < 4 ? trace::Phase::kForward : trace::Phase::kBackward, reads[i], writes[i], 1000);
+    ReplayOp r;
+    r.relaunch = std::make_shared<const std::function<bool(const AddressMap&)>>([](const AddressMap&) { return true; });
+    rec.ops.push_back(r);
+  }
+  policy::Plan plan = testing::PlanOf({testing::SwapOut(0, 0), testing::SwapIn(0, 1, 4)});
+  plan.capacity_bytes = 2 * kMiB4;
+  policy::HwProfile copy = testing::NanosecondProfile();
+  copy.moves = policy::MovePath::kCopy;
+  // The entry whose moves hold buffer 0's prefetch.
+  auto prefetch_entry = [](const ReplayProgram& p) {
+    for (uint32_t k = 0; k < p.after.size(); ++k) {
+      for (const ReplayProgram::Item& item : p.after[k]) {
+        if (item.buffer == 0 && item.move == ReplayProgram::Move::kPrefetch) return static_cast<int>(k);
+      }
+    }
+    return -1;
+  };
+  auto prog = CompileProgram(rec, plan, copy);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  EXPECT_EQ(prefetch_entry(**prog), 3);
+  auto as_planned = CompileProgram(rec, plan, testing::NanosecondProfile());
+  ASSERT_TRUE(as_planned.ok()) << as_planned.status().message();
+  EXPECT_EQ(prefetch_entry(**as_planned), 2);
+}
+
 // Another recompute that reads the buffer before the rebuild needs its value too.
 TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
   const RecordedIteration rec = FiveOps(false);
