@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/session/worker.h"
+#include "runtime/base/worker.h"
 
 namespace karma::rt {
 

@@ -1,5 +1,5 @@
 // The allocation registry: an ordered map of non-overlapping intervals under a shared mutex.
-#include "runtime/session/registry.h"
+#include "runtime/observe/registry.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "runtime/session/link_record.h"
+#include "runtime/plan/link_record.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // Hashing the allocations a kernel gets pointers into, before and after it, in the recorded iteration.
-#include "runtime/session/probes.h"
+#include "runtime/observe/probes.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
 // Copies of launch arguments, issued again through the real launch functions.
-#include "runtime/session/relaunch.h"
+#include "runtime/observe/relaunch.h"
 
 #include <cstring>
 #include <vector>

@@ -1,5 +1,5 @@
 // The executor's mover threads.
-#include "runtime/session/mover.h"
+#include "runtime/residency/mover.h"
 
 #include <algorithm>
 #include <utility>

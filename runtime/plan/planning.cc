@@ -1,5 +1,5 @@
 // Planning inside libkarma.so: profile choice, the planning iteration, recompute eligibility, the plan cache.
-#include "runtime/session/planning.h"
+#include "runtime/plan/planning.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "policy/strategies.h"
 #include "ground/common/log.h"
 #include "ground/common/units.h"
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 #include "ground/trace/analysis.h"
 #include "solver/plan_cache.h"
 #include "solver/planner.h"

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "ground/common/status.h"
-#include "runtime/session/cuda_api.h"
-#include "runtime/session/ops.h"
-#include "runtime/session/registry.h"
-#include "runtime/session/sites.h"
+#include "runtime/base/cuda_api.h"
+#include "runtime/observe/ops.h"
+#include "runtime/observe/registry.h"
+#include "runtime/observe/sites.h"
 #include "ground/trace/model.h"
 
 namespace karma::rt {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ground/common/managed_pages.h"
-#include "runtime/session/cuda_api.h"
+#include "runtime/base/cuda_api.h"
 
 namespace karma::rt {
 

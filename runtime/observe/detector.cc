@@ -1,5 +1,5 @@
 // Iteration detection: candidate periods from repeated signatures, sliding-window validation, tracking.
-#include "runtime/session/detector.h"
+#include "runtime/observe/detector.h"
 
 #include <algorithm>
 #include <cmath>

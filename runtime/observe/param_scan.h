@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/session/cuda_api.h"
-#include "runtime/session/ops.h"
-#include "runtime/session/registry.h"
+#include "runtime/base/cuda_api.h"
+#include "runtime/observe/ops.h"
+#include "runtime/observe/registry.h"
 
 namespace karma::rt {
 

@@ -1,5 +1,5 @@
 // Mapping the KARMA_* variables to the session's configuration.
-#include "runtime/session/config.h"
+#include "runtime/base/config.h"
 
 #include <unistd.h>
 

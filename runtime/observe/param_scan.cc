@@ -1,5 +1,5 @@
 // Parameter layouts and argument scanning.
-#include "runtime/session/param_scan.h"
+#include "runtime/observe/param_scan.h"
 
 #include <algorithm>
 #include <cstring>

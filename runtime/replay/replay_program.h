@@ -10,7 +10,7 @@
 
 #include "policy/plan.h"
 #include "ground/common/status.h"
-#include "runtime/session/recorder.h"
+#include "runtime/observe/recorder.h"
 
 namespace karma::rt {
 

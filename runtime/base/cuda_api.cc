@@ -1,5 +1,5 @@
 // Library names and sonames, and filling the CUDA function table from a resolver.
-#include "runtime/session/cuda_api.h"
+#include "runtime/base/cuda_api.h"
 
 #include <atomic>
 

@@ -1,6 +1,6 @@
 // The replay executor: positions, issue of plan actions on KARMA's streams, recompute with validation, divergence,
 // and the measurements of the exit summary.
-#include "runtime/session/executor.h"
+#include "runtime/replay/executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include "ground/common/log.h"
 #include "ground/common/wall_time.h"
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 
 namespace karma::rt {
 namespace {

@@ -1,5 +1,5 @@
 // The managed-memory arena: range allocation, segment growth, stream-ordered reuse and stable placement.
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 
 #include <algorithm>
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 #include "ground/trace/model.h"
 
 namespace karma::rt {

@@ -19,10 +19,10 @@
 #include "ground/common/live_stats.h"
 #include "ground/common/managed_pages.h"
 #include "runtime/residency/residency.h"
-#include "runtime/session/cuda_api.h"
-#include "runtime/session/mover.h"
-#include "runtime/session/ops.h"
-#include "runtime/session/replay_program.h"
+#include "runtime/base/cuda_api.h"
+#include "runtime/residency/mover.h"
+#include "runtime/observe/ops.h"
+#include "runtime/replay/replay_program.h"
 
 namespace karma::rt {
 

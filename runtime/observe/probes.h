@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <mutex>
 
-#include "runtime/session/cuda_api.h"
-#include "runtime/session/recorder.h"
+#include "runtime/base/cuda_api.h"
+#include "runtime/observe/recorder.h"
 
 namespace karma::rt {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/session/cuda_api.h"
-#include "runtime/session/ops.h"
+#include "runtime/base/cuda_api.h"
+#include "runtime/observe/ops.h"
 
 namespace karma::rt {
 

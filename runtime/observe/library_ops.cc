@@ -1,5 +1,5 @@
 // cuBLAS / cuDNN operand sets.
-#include "runtime/session/library_ops.h"
+#include "runtime/observe/library_ops.h"
 
 #include <algorithm>
 #include <cstring>

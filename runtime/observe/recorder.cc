@@ -1,5 +1,5 @@
 // Turning a recorded iteration into the trace model.
-#include "runtime/session/recorder.h"
+#include "runtime/observe/recorder.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 #include "ground/trace/inference.h"
 
 namespace karma::rt {

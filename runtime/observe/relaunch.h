@@ -4,8 +4,8 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/session/ops.h"
-#include "runtime/session/param_scan.h"
+#include "runtime/observe/ops.h"
+#include "runtime/observe/param_scan.h"
 
 namespace karma::rt {
 

@@ -1,5 +1,5 @@
 // Capturing and symbolizing allocation sites.
-#include "runtime/session/sites.h"
+#include "runtime/observe/sites.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
 // Compiling a plan into per-position issue lists for the executor.
-#include "runtime/session/replay_program.h"
+#include "runtime/replay/replay_program.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "policy/access.h"
 #include "policy/plan_builder.h"
 #include "ground/common/units.h"
-#include "runtime/session/planning.h"
+#include "runtime/plan/planning.h"
 
 namespace karma::rt {
 namespace {

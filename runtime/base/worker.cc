@@ -1,5 +1,5 @@
 // The background worker thread.
-#include "runtime/session/worker.h"
+#include "runtime/base/worker.h"
 
 #include <system_error>
 

@@ -1,5 +1,5 @@
 // The live-view segment, with Boost.Interprocess (whose exceptions stop here).
-#include "runtime/session/live_view.h"
+#include "runtime/base/live_view.h"
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/permissions.hpp>
