@@ -1,12 +1,14 @@
 // How a hook describes an intercepted operation to the session.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "runtime/residency/arena.h"
+#include "runtime/base/streams.h"
 #include "ground/trace/model.h"
 
 namespace karma::rt {

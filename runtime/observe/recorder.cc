@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/residency/arena.h"
+#include "runtime/base/streams.h"
 #include "ground/trace/inference.h"
 
 namespace karma::rt {

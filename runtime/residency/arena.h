@@ -13,19 +13,9 @@
 
 #include "ground/common/managed_pages.h"
 #include "runtime/base/cuda_api.h"
+#include "runtime/base/streams.h"
 
 namespace karma::rt {
-
-// A stream handle as an integer. kSyncStream marks cudaMalloc/cudaFree, which are not stream-ordered.
-using StreamKey = uintptr_t;
-inline constexpr StreamKey kSyncStream = ~StreamKey{0};
-// The legacy default stream has two spellings (0 and cudaStreamLegacy); one key for both.
-inline StreamKey KeyOf(const void* stream) {
-  const auto k = reinterpret_cast<StreamKey>(stream);
-  return k == 0x1 ? 0 : k;
-}
-// The handle to pass to CUDA for a key: kSyncStream's work goes to the legacy default stream.
-inline cudaStream_t StreamOf(StreamKey k) { return k == kSyncStream ? nullptr : reinterpret_cast<cudaStream_t>(k); }
 
 inline constexpr uint64_t kLargePage = 2ull << 20;   // large buffers: 2 MiB spans, 2 MiB aligned
 inline constexpr uint64_t kSmallLimit = 1ull << 20;  // up to this size, buffers are packed into 2 MiB slabs

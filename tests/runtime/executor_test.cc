@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/residency/arena.h"
 #include "tests/runtime/fake_cuda.h"
 
 namespace karma::rt {
