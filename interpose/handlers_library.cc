@@ -7,7 +7,7 @@
 
 #include "interpose/hooks.h"
 #include "runtime/session/hook_util.h"
-#include "runtime/session/library_ops.h"
+#include "runtime/observe/library_ops.h"
 
 namespace karma::hook {
 namespace {

@@ -11,7 +11,7 @@
 #include <span>
 
 #include "interpose/hook_table.h"
-#include "runtime/session/cuda_api.h"
+#include "runtime/base/cuda_api.h"
 
 // cuda.h renames cuGetProcAddress and cuMemcpyBatchAsync to their _v2; the table names both ABIs explicitly.
 #undef cuGetProcAddress

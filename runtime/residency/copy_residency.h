@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "runtime/residency/residency.h"
-#include "runtime/session/cuda_api.h"
+#include "runtime/base/cuda_api.h"
 
 namespace karma::rt {
 

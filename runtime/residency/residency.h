@@ -2,7 +2,8 @@
 // the host), are dropped (dead), or get device memory again to be rebuilt in. One narrow interface, so that the
 // replay says what must happen and an implementation says how: `copy` (CopyResidency: device memory KARMA owns
 // through CUDA's virtual memory API, pinned host chunks, copy-engine transfers) and, to come behind the same
-// interface, `managed` (today's managed-memory arena and prefetches, in runtime/session).
+// interface, `managed` (today's managed-memory arena, runtime/residency/arena.h, and the executor's prefetches,
+// runtime/replay/).
 #pragma once
 
 #include <cuda_runtime_api.h>

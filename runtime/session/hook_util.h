@@ -1,5 +1,5 @@
-// Helpers shared by the hook handlers (hooks_*.cc): the per-thread stream key and the bracket that shows an op
-// to the session around its real call.
+// Helpers shared by the hook handlers (interpose/handlers_*.cc): the per-thread stream key and the bracket that
+// shows an op to the session around its real call.
 #pragma once
 
 #include <cstdint>

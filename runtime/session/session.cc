@@ -13,8 +13,8 @@
 
 #include "ground/common/log.h"
 #include "ground/common/wall_time.h"
-#include "runtime/session/planning.h"
-#include "runtime/session/relaunch.h"
+#include "runtime/plan/planning.h"
+#include "runtime/observe/relaunch.h"
 #include "policy/plan_io.h"
 #include "ground/trace/ktrace_io.h"
 

@@ -1,6 +1,6 @@
 // The managed-memory arena: alignment, packing, reuse, stream-ordered reuse, accounting, stable placement,
 // failures.
-#include "runtime/session/arena.h"
+#include "runtime/residency/arena.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The session's configuration from the KARMA_* variables, and what happens to bad or inconsistent values.
-#include "runtime/session/config.h"
+#include "runtime/base/config.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/session/library_ops.h"
+#include "runtime/observe/library_ops.h"
 #include "simcuda/cudnn_graph.h"
 
 namespace karma::rt {

@@ -1,5 +1,5 @@
 // Iteration detection: clean periods, warm-up, repeated sub-sequences, noise, divergent iterations.
-#include "runtime/session/detector.h"
+#include "runtime/observe/detector.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The executor against the fake CUDA: what it asks managed memory to do for a hand-made replay program.
-#include "runtime/session/executor.h"
+#include "runtime/replay/executor.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/residency/arena.h"
 #include "tests/runtime/fake_cuda.h"
 
 namespace karma::rt {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/session/cuda_api.h"
+#include "runtime/base/cuda_api.h"
 
 namespace karma::testing {
 

@@ -1,5 +1,5 @@
 // Operand sets of cuBLAS and cuDNN calls.
-#include "runtime/session/library_ops.h"
+#include "runtime/observe/library_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// The link record a run leaves for later runs on the same device (runtime/session/link_record.h).
-#include "runtime/session/link_record.h"
+// The link record a run leaves for later runs on the same device (runtime/plan/link_record.h).
+#include "runtime/plan/link_record.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

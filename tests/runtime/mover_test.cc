@@ -1,6 +1,6 @@
 // The executor's mover threads: lanes run their jobs in order, a job runs after the jobs of other lanes it names,
 // and a ticket is waited for until its job has run.
-#include "runtime/session/mover.h"
+#include "runtime/residency/mover.h"
 
 #include <gtest/gtest.h>
 

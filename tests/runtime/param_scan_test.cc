@@ -1,5 +1,5 @@
 // Kernel parameter layouts and the scan of arguments for registered buffers.
-#include "runtime/session/param_scan.h"
+#include "runtime/observe/param_scan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Which allocations a kernel changes (Probes): hashes before and after, through pinned staging memory.
-#include "runtime/session/probes.h"
+#include "runtime/observe/probes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Turning a recording into a trace: one buffer per allocation, and the directions of its ops' operands.
 #include <gtest/gtest.h>
 
-#include "runtime/session/recorder.h"
+#include "runtime/observe/recorder.h"
 
 namespace karma::rt {
 namespace {

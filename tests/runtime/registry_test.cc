@@ -1,5 +1,5 @@
 // The allocation registry: interval lookups, removal, accounting, concurrent readers.
-#include "runtime/session/registry.h"
+#include "runtime/observe/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/session/planning.h"
-#include "runtime/session/replay_program.h"
+#include "runtime/plan/planning.h"
+#include "runtime/replay/replay_program.h"
 #include "tests/planner/planner_test_util.h"
 
 namespace karma::rt {

@@ -1,5 +1,5 @@
 // Allocation sites: libunwind capture and lazy symbolization.
-#include "runtime/session/sites.h"
+#include "runtime/observe/sites.h"
 
 #include <gtest/gtest.h>
 

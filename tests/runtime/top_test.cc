@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/session/live_view.h"
+#include "runtime/base/live_view.h"
 
 namespace karma::rt {
 namespace {

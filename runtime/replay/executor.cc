@@ -1,0 +1,1234 @@
+// The replay executor: positions, issue of plan actions on KARMA's streams, recompute with validation, divergence,
+// and the measurements of the exit summary.
+#include "runtime/replay/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+
+#include "ground/common/log.h"
+#include "ground/common/wall_time.h"
+#include "runtime/residency/arena.h"
+
+namespace karma::rt {
+namespace {
+
+constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
+constexpr uint32_t kMaxRerecords = 3;
+
+cudaMemLocation Location(bool device, int id) {
+  cudaMemLocation l{};
+  l.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  l.id = device ? id : 0;
+  return l;
+}
+
+constexpr const char* kCallKindNames[] = {"prefetch", "evict", "discard", "discard+prefetch", "populate at allocation",
+                                          "wait for the move threads"};
+
+}  // namespace
+
+// Adds the wall time of its scope to the thread's total and to the kind of call: how long KARMA's managed-memory
+// calls hold a thread (on an H100 a batched move held its caller for the transfer).
+class Executor::HeldFor {
+ public:
+  HeldFor(live::Counter& total, CallKindStats& kind)
+      : total_(total), kind_(kind), start_(std::chrono::steady_clock::now()) {}
+  ~HeldFor() {
+    const uint64_t ns = NsSince(start_);
+    total_.fetch_add(ns, std::memory_order_relaxed);
+    kind_.ns.fetch_add(ns, std::memory_order_relaxed);
+    kind_.calls.fetch_add(1, std::memory_order_relaxed);
+  }
+  HeldFor(const HeldFor&) = delete;
+  HeldFor& operator=(const HeldFor&) = delete;
+
+ private:
+  live::Counter& total_;
+  CallKindStats& kind_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+namespace {
+
+template <typename T>
+bool Has(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(stats) {}
+
+Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
+
+void Executor::SetResidency(::karma::rt::Residency* residency) {
+  residency_ = residency;
+  page_ = residency != nullptr ? residency->granularity() : kResidencyPage;
+  if (residency != nullptr) SetMoveThreads(false);
+}
+
+void Executor::SetMoveThreads(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (on && mover_ == nullptr) mover_ = std::make_unique<Mover>();
+  if (!on && mover_ != nullptr) {
+    mover_->Drain();
+    mover_.reset();
+    recorded_by_.clear();
+  }
+}
+
+void Executor::AbandonAfterFork() {
+  // Not under mu_: a thread of the parent may have held it at the fork.
+  if (mover_ != nullptr) mover_->AbandonAfterFork();
+}
+
+std::string Executor::program_summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& p = prog_ != nullptr ? prog_ : pending_;
+  return p != nullptr ? p->summary : std::string();
+}
+
+std::string Executor::CallsLine() const {
+  static_assert(std::size(kCallKindNames) == kCallKinds, "a name for each kind of call");
+  const uint64_t replayed = stats_->replayed_iterations.load(std::memory_order_relaxed);
+  if (replayed == 0) return {};
+  std::string line;
+  for (int k = 0; k < kCallKinds; ++k) {
+    const uint64_t calls = calls_[k].calls.load(std::memory_order_relaxed);
+    if (calls == 0) continue;
+    line += fmt::format("{}{} {:.1f} ({:.2f} ms)", line.empty() ? "" : ", ", kCallKindNames[k],
+                        static_cast<double>(calls) / static_cast<double>(replayed),
+                        static_cast<double>(calls_[k].ns.load(std::memory_order_relaxed)) / 1e6 /
+                            static_cast<double>(replayed));
+  }
+  return line.empty() ? line : "managed-memory calls per replayed iteration, wall clock: " + line;
+}
+
+std::vector<bool> Executor::rejected_ops() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejected_ops_;
+}
+
+void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device, uint64_t next_op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (program == nullptr || program->period == 0) return;
+  // Allocations are matched by their order within an iteration. Installed right at an iteration's start, a first
+  // program missed the allocations the application made before that iteration's first launch.
+  if (prog_ == nullptr && next_op != UINT64_MAX && next_op >= base && (next_op - base) % program->period == 0) {
+    untrusted_iteration_ = IterationIndex(next_op, base, program->period);
+  }
+  pending_ = std::move(program);
+  // UINT64_MAX: from the next marker on (OnMarker sets the base); a running program goes on until then.
+  if (base != UINT64_MAX || prog_ == nullptr) base_ = base;
+  device_ = device;
+  stats_->measures_stalls.store(1, std::memory_order_relaxed);
+  armed_.store(true, std::memory_order_relaxed);
+}
+
+void Executor::Uninstall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_.store(false, std::memory_order_relaxed);
+  pending_.reset();
+  prog_.reset();
+  running_ = false;
+  verdicts_.clear();
+}
+
+std::vector<uint64_t> Executor::VerdictKey(const ReplayProgram& p, const ReplayProgram::Recompute& rc) {
+  std::vector<uint64_t> key{p.period, rc.before, rc.ops.size()};
+  for (trace::OpId op : rc.ops) {
+    key.push_back(op);
+    key.push_back(op < p.shape.size() ? p.shape[op] : 0);
+  }
+  auto add_set = [&](std::vector<trace::BufferId> ids) {
+    std::sort(ids.begin(), ids.end());
+    key.push_back(ids.size());
+    key.insert(key.end(), ids.begin(), ids.end());
+  };
+  add_set(rc.targets);
+  add_set(rc.scratch);
+  return key;
+}
+
+bool Executor::EnsureStreamsLocked() {
+  if (in_ != nullptr) return true;
+  if (streams_failed_ || api_.cudaStreamCreateWithFlags == nullptr) return false;
+  LastErrorScope errors(api_);
+  // Non-blocking: the legacy default stream must not wait for KARMA's copies, only where the plan says.
+  if (api_.cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking) != cudaSuccess ||
+      api_.cudaStreamCreateWithFlags(&out_, cudaStreamNonBlocking) != cudaSuccess ||
+      api_.cudaStreamCreateWithFlags(&aux_, cudaStreamNonBlocking) != cudaSuccess) {
+    errors.Failed();
+    streams_failed_ = true;
+    in_ = out_ = aux_ = nullptr;
+    KARMA_LOG(kWarn, "replay disabled, running as um: KARMA's streams could not be created");
+    return false;
+  }
+  return true;
+}
+
+cudaEvent_t Executor::EventLocked() {
+  cudaEvent_t e = nullptr;
+  if (!free_events_.empty()) {
+    e = free_events_.back();
+    free_events_.pop_back();
+  } else if (api_.cudaEventCreateWithFlags == nullptr ||
+             api_.cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
+    return nullptr;
+  }
+  used_events_.push_back(e);
+  return e;
+}
+
+cudaEvent_t Executor::RecordLocked(StreamKey stream) {
+  cudaEvent_t e = EventLocked();
+  if (e == nullptr || api_.cudaEventRecord(e, StreamOf(stream)) != cudaSuccess) return nullptr;
+  return e;
+}
+
+bool Executor::OrderLocked(StreamKey first, cudaStream_t then) {
+  cudaEvent_t e = RecordLocked(first);
+  return e != nullptr && api_.cudaStreamWaitEvent(then, e, 0) == cudaSuccess;
+}
+
+void Executor::SampleDeviceLocked(uint32_t pos) {
+  size_t free = 0, total = 0;
+  if (!RealMemGetInfo(api_, &free, &total)) return;
+  const uint64_t used = total > free ? total - free : 0;
+  live::RaiseTo(peak_device_, used);
+  if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
+  // The copy path's pool stays full (dead values keep their chunks until needed): what it holds of live values.
+  const uint64_t held = residency_ != nullptr ? residency_->live_bytes() : used;
+  const int64_t above = static_cast<int64_t>(held) - static_cast<int64_t>(prog_->planned_bytes[pos]);
+  sampled_.Merge({.iterations = 0, .samples = 1, .peak = held, .above_min = above, .above_max = above,
+                  .above_max_at = pos});
+}
+
+Executor::Residency Executor::steady_residency() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steady_;
+}
+
+void Executor::MeasureLocked(bool final) {
+  auto elapsed_ns = [&](cudaEvent_t a, cudaEvent_t b, double* ns) {
+    float ms = 0;
+    if (a == nullptr || b == nullptr || api_.cudaEventElapsedTime == nullptr) return false;
+    if (api_.cudaEventElapsedTime(&ms, a, b) != cudaSuccess) return false;
+    *ns = static_cast<double>(ms) * 1e6;
+    return true;
+  };
+  LastErrorScope errors(api_);
+  auto measure = [&](std::vector<Stall>& stalls) {
+    for (const Stall& s : stalls) {
+      double ns = 0;
+      if (!elapsed_ns(s.waiting, s.ready, &ns)) {
+        errors.Failed();
+        continue;
+      }
+      if (ns > 0) {
+        stats_->prefetch_misses.fetch_add(1, std::memory_order_relaxed);
+        stats_->stall_ns.fetch_add(static_cast<uint64_t>(std::llround(ns)), std::memory_order_relaxed);
+      } else {
+        stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    stalls.clear();
+  };
+  measure(stalls_to_measure_);
+  auto time_moves = [&](std::vector<Transfer>& moves) {
+    for (const Transfer& t : moves) {
+      double ns = 0;
+      if (!elapsed_ns(t.started, t.done, &ns)) {
+        errors.Failed();
+        continue;
+      }
+      link_bytes_[t.to_device ? 0 : 1] += t.bytes;
+      link_ns_[t.to_device ? 0 : 1] += std::max(ns, 0.0);
+    }
+    moves.clear();
+  };
+  if (link_to_measure_) {
+    time_moves(transfers_to_measure_);
+    link_iterations_++;
+    link_to_measure_ = false;
+  }
+  if (final && link_timing_) {
+    time_moves(transfers_);
+    link_iterations_++;
+    link_timing_ = false;
+  }
+  double busy = 0;
+  if (elapsed_ns(busy_from_, busy_to_, &busy)) {
+    stats_->busy_ns.fetch_add(static_cast<uint64_t>(std::llround(std::max(0.0, busy))), std::memory_order_relaxed);
+    if (busy_tag_.whole && busy_tag_.serial == serial_ && busy_tag_.replayed >= kTimedFrom) {
+      program_ns_.push_back(busy);
+    }
+  } else if (busy_from_ != nullptr) {
+    errors.Failed();
+  }
+  busy_from_ = busy_to_ = nullptr;
+  if (final) measure(stalls_);
+}
+
+void Executor::CheckLinkLocked() {
+  if (link_done_ || link_iterations_ < kLinkMinIterations) return;
+  bool enough = true;
+  for (size_t d = 0; d < 2; ++d) enough = enough && (link_bytes_[d] == 0 || link_bytes_[d] >= kLinkMinBytes);
+  if (!enough && link_iterations_ < kLinkMaxIterations) return;
+  link_done_ = true;
+  link_timing_ = link_to_measure_ = false;
+  transfers_.clear();
+  transfers_to_measure_.clear();
+  auto rate = [&](size_t d) {
+    return link_bytes_[d] >= kLinkMinBytes && link_ns_[d] > 0 ? static_cast<double>(link_bytes_[d]) * 1e9 / link_ns_[d]
+                                                               : 0.0;
+  };
+  link_ = LinkRates{rate(0), rate(1), link_bytes_[0], link_bytes_[1], link_iterations_};
+  if (link_.h2d_bw > 0 || link_.d2h_bw > 0) {
+    link_measured_.store(true, std::memory_order_release);
+  }
+}
+
+Executor::ProgramTime Executor::program_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProgramTime t;
+  t.program = prog_;
+  t.serial = prog_ != nullptr ? serial_ : 0;
+  t.iterations = static_cast<uint32_t>(program_ns_.size());
+  if (!program_ns_.empty()) {
+    std::vector<double> sorted = program_ns_;
+    std::sort(sorted.begin(), sorted.end());
+    t.median_ns = sorted[sorted.size() / 2];
+  }
+  return t;
+}
+
+Executor::LinkRates Executor::link_rates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_done_ ? link_ : LinkRates{};
+}
+
+void Executor::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mover_ != nullptr) {
+    mover_->Drain();  // every event a mover job records is recorded
+    recorded_by_.clear();
+  }
+  if (api_.cudaEventSynchronize != nullptr) {
+    LastErrorScope errors(api_);
+    for (const Stall& s : stalls_) {
+      if (s.ready != nullptr && api_.cudaEventSynchronize(s.ready) != cudaSuccess) errors.Failed();
+    }
+  }
+  MeasureLocked(true);
+}
+
+void Executor::StartIterationLocked(uint64_t n) {
+  iteration_++;
+  // The iteration that ends here, for its time (ProgramTime).
+  const IterationTag ended{serial_, replayed_, running_ && !diverged_};
+  if (ended.whole && replayed_ >= kTimedFrom && sampled_.samples != 0) {
+    sampled_.iterations = 1;
+    steady_.Merge(sampled_);
+  }
+  sampled_ = Residency{};
+  if (running_ && diverged_) {
+    divergent_streak_++;
+  } else if (running_) {
+    divergent_streak_ = 0;
+  }
+  if (divergent_streak_ >= kDivergentIterationsBeforeRerecord) {
+    divergent_streak_ = 0;
+    running_ = false;
+    if (rerecord_requests_ < kMaxRerecords) {
+      rerecord_requests_++;
+      KARMA_LOG(kInfo, "{} iterations in a row diverged from the plan: recording again",
+                kDivergentIterationsBeforeRerecord);
+      request_.store(static_cast<uint8_t>(Request::kRerecord), std::memory_order_release);
+      armed_.store(false, std::memory_order_relaxed);
+      prog_.reset();
+      pending_.reset();
+      return;
+    }
+  }
+  // The actions anchored after the last op of the iteration that just ended.
+  if (running_ && !diverged_ && prog_ != nullptr && last_done_ == prog_->period - 1) {
+    IssueLocked(prog_->period, prog_->stream[prog_->period - 1]);
+  }
+  last_done_ = kNoPosition;
+  deferred_.clear();  // prefetches for ops of the last iteration that never came
+  if (pending_ != nullptr) {
+    prog_ = std::move(pending_);
+    pending_.reset();
+    serial_++;
+    program_ns_.clear();
+    idle_ = prog_->Idle();
+    checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
+    size_t known = 0;
+    for (size_t r = 0; r < prog_->recomputes.size(); ++r) {
+      const auto v = verdicts_.find(VerdictKey(*prog_, prog_->recomputes[r]));
+      if (v == verdicts_.end()) continue;
+      checks_[r] = v->second;
+      known++;
+    }
+    if (known != 0) KARMA_LOG(kInfo, "{} of the plan's recomputes were checked under an earlier plan", known);
+    rejected_ops_.resize(prog_->period, false);
+    launches_ = prog_->relaunch;
+    evicted_.clear();  // the previous program's buffers
+    replayed_ = 0;
+    peak_position_ = static_cast<uint32_t>(
+        std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
+    KARMA_LOG(kInfo, "replaying the plan from iteration {}: {}",
+              stats_->iteration.load(std::memory_order_relaxed), prog_->summary);
+  }
+  diverged_ = false;
+  running_ = prog_ != nullptr && EnsureStreamsLocked();
+  // Events of the iteration before the last are measured and recycled: the mover jobs recording them have run.
+  if (mover_ != nullptr) {
+    for (const Mover::Ticket& t : posted_before_) mover_->Wait(t);
+    for (auto it = recorded_by_.begin(); it != recorded_by_.end();) {
+      it = mover_->Ran(it->second) ? recorded_by_.erase(it) : std::next(it);
+    }
+    posted_before_ = mover_->Last();
+  }
+  MeasureLocked(false);
+  CheckLinkLocked();
+  free_events_.insert(free_events_.end(), measured_events_.begin(), measured_events_.end());
+  measured_events_ = std::move(used_events_);
+  used_events_.clear();
+  stalls_to_measure_ = std::move(stalls_);
+  stalls_.clear();
+  transfers_to_measure_ = std::move(transfers_);
+  transfers_.clear();
+  link_to_measure_ = link_timing_;
+  link_timing_ = false;
+  if (!running_) return;
+  const ReplayProgram& p = *prog_;
+  stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
+  prefetched_.assign(p.actions, nullptr);
+  evicted_.assign(p.buffers.size(), nullptr);
+  away_.assign(p.buffers.size(), 0);
+  discarded_for_.assign(p.recomputes.size(), false);
+  fresh_.assign(p.period, false);
+  launches_.resize(p.period);
+  for (uint32_t op = 0; op < p.period; ++op) {
+    if (p.in_recompute[op]) launches_[op] = p.relaunch[op];  // until this iteration's launch replaces it
+  }
+  TrackAllocationsLocked(p, IterationIndex(n, base_, p.period));
+  cudaEvent_t start = RecordLocked(p.stream[0]);
+  busy_from_ = iteration_start_;
+  busy_to_ = start;
+  busy_tag_ = ended;
+  iteration_start_ = start;
+  // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
+  // second on, at its start and where the plan holds the most.
+  if (++replayed_ > 1) SampleDeviceLocked(0);
+  link_timing_ = !link_done_ && replayed_ > 1 && residency_ == nullptr;  // the first one's moves share the link with paging
+  IssueLocked(0, p.stream[0]);
+}
+
+void Executor::SetLaunch(uint32_t position, Relaunch launch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prog_ == nullptr || position >= launches_.size() || launch == nullptr) return;
+  launches_[position] = std::move(launch);
+  fresh_[position] = true;
+}
+
+uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch) {
+  *wants_launch = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
+  if (p == nullptr || n < base_) return kNoPosition;
+  // With markers, ops past the marked iteration's length before the next marker (a final copy, a log line every
+  // few iterations) lie outside every iteration: no position, and no divergence.
+  if (marks_ > 0 && n - base_ >= p->period) return kNoPosition;
+  const auto pos = static_cast<uint32_t>((n - base_) % p->period);
+  try {
+    if (pos == 0) StartIterationLocked(n);
+    if (!running_ || diverged_ || prog_ == nullptr) return kNoPosition;
+    const ReplayProgram& prog = *prog_;
+    if (shape != prog.shape[pos] || stream != prog.stream[pos]) {
+      KARMA_LOG(kDebug, "op {} of the iteration is not the recorded one{}: planned actions stop until the next "
+                "iteration", pos, stream != prog.stream[pos] ? " (another stream)" : "");
+      DivergeLocked();
+      return kNoPosition;
+    }
+    // Actions anchored after the previous op go out now rather than right after its launch: the frees the
+    // application makes in between (the plan's "freed after its last use") then happen before the prefetches
+    // that count on that room.
+    if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
+    IssueDeferredLocked(UINT32_MAX);
+    for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
+    for (uint32_t a : prog.waits[pos]) {
+      if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
+      cudaEvent_t done = prefetched_[a];
+      if (done == nullptr) continue;
+      ReadyLocked(done);
+      LastErrorScope errors(api_);
+      if (api_.cudaEventQuery(done) == cudaSuccess) {
+        stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      errors.Failed();  // cudaErrorNotReady is not the application's
+      cudaEvent_t waiting = RecordLocked(stream);
+      if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
+      stalls_.push_back({waiting, done});
+    }
+    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked(pos);
+    for (trace::BufferId b : prog.reads[pos]) {
+      if (away_[b] == 0) continue;
+      away_[b] = 0;  // demand paging brings it back
+      stats_->faults.fetch_add(1, std::memory_order_relaxed);
+    }
+    *wants_launch = prog.in_recompute[pos];
+    if (LogEnabled(LogLevel::kDebug)) {
+      size_t free = 0, total = 0;
+      if (RealMemGetInfo(api_, &free, &total)) {
+        KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
+                  static_cast<double>(total - free) / (1 << 20), static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
+      }
+    }
+  } catch (...) {
+    // Out of memory in bookkeeping: stop replaying; paging keeps the application correct.
+    running_ = false;
+    return kNoPosition;
+  }
+  return pos;
+}
+
+void Executor::After(uint32_t pos, bool ok) {
+  if (pos == kNoPosition) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!running_ || diverged_ || prog_ == nullptr || pos >= prog_->period) return;
+  last_done_ = pos;
+  if (!ok) {
+    KARMA_LOG(kDebug, "op {} of the iteration failed: planned actions stop until the next iteration", pos);
+    DivergeLocked();  // the op did not run as recorded
+    return;
+  }
+}
+
+bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
+  const ReplayBuffer& rb = prog_->buffers[b];
+  r->bytes = rb.bytes;
+  if (!rb.allocated_inside) {
+    r->addr = rb.address;
+    return true;
+  }
+  if (rb.alloc_ordinal >= alloc_base_.size()) return false;
+  const uint64_t base = alloc_base_[rb.alloc_ordinal];
+  if (base == 0 || alloc_freed_[rb.alloc_ordinal]) return false;
+  r->addr = base;
+  return true;
+}
+
+bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
+  if (!AddressLocked(b, r)) return false;
+  // A large arena block owns its last, partly used page too: moving or discarding up to that page's end frees
+  // it (a discard frees only pages it covers entirely).
+  const ReplayBuffer& rb = prog_->buffers[b];
+  if (rb.origin == Origin::kArena && rb.bytes > kSmallLimit) {
+    r->bytes = AlignUp(rb.bytes, page_);
+  }
+  return true;
+}
+
+bool Executor::Movable(trace::BufferId b) const { return rt::Movable(prog_->buffers[b].origin); }
+
+Executor::Batch::Batch(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges) {
+    ptrs.push_back(reinterpret_cast<void*>(r.addr));
+    sizes.push_back(r.bytes);
+  }
+}
+
+bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  // The batch call refuses the legacy default stream.
+  if (api_.cudaMemDiscardAndPrefetchBatchAsync == nullptr || s == nullptr || s == cudaStreamLegacy) return false;
+  HeldFor held(stats_->app_move_ns, calls_[kDiscardAndPrefetchCall]);
+  LastErrorScope errors(api_);
+  Batch b(ranges);
+  cudaMemLocation loc = Location(true, device_);
+  size_t first = 0;
+  if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) !=
+      cudaSuccess) {
+    errors.Failed();
+    return false;
+  }
+  return true;
+}
+
+void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (ranges.empty()) return;
+  if (residency_ != nullptr) {
+    // Device memory for what the launches write; they wait for it (writes to a page being remapped would be lost).
+    LastErrorScope errors(api_);
+    cudaEvent_t before = RecordLocked(KeyOf(s));
+    cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {before}, ranges);
+    if (made != nullptr && api_.cudaStreamWaitEvent(s, made, 0) != cudaSuccess) errors.Failed();
+    return;
+  }
+  if (!DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
+}
+
+uint64_t Executor::ScratchBytes(trace::BufferId b) const { return AlignUp(prog_->buffers[b].bytes, page_); }
+
+std::vector<Executor::Range> Executor::ScratchOf(
+    const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) const {
+  std::vector<Range> scratch;  // slots shared by several outputs, once
+  for (const auto& [b, at] : redirected) {
+    if (std::none_of(scratch.begin(), scratch.end(), [&](const Range& x) { return x.addr == at; })) {
+      scratch.push_back({at, ScratchBytes(b)});
+    }
+  }
+  return scratch;
+}
+
+Executor::Range Executor::OwnedPages(const Range& r) const {
+  const uint64_t lo = AlignUp(r.addr, page_), hi = AlignDown(r.addr + r.bytes, page_);
+  return Range{lo, hi > lo ? hi - lo : 0};
+}
+
+cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                          const std::vector<Range>& ranges) {
+  // The last move of each lane: an event after all of them.
+  std::vector<ResidencyTicket> last;
+  auto post = [&](ResidencyMove k, const Range& pages) {
+    if (pages.bytes == 0) return;
+    const ResidencyRange rr{pages.addr, pages.bytes};
+    ResidencyTicket t;
+    switch (k) {
+      case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;
+      case ResidencyMove::kFetch: t = residency_->Fetch(rr, waits); break;
+      case ResidencyMove::kDrop: t = residency_->Drop(rr, waits, /*held=*/false); break;
+      case ResidencyMove::kDiscard: t = residency_->Drop(rr, waits, /*held=*/true); break;
+      case ResidencyMove::kMake: t = residency_->Make(rr, waits); break;
+    }
+    if (t.seq == 0) return;  // done in place
+    auto same = std::find_if(last.begin(), last.end(), [&](const ResidencyTicket& x) { return x.lane == t.lane; });
+    if (same != last.end()) *same = t; else last.push_back(t);
+  };
+  // Only pages the range owns move: a page it shares holds a neighbour's bytes, which work may be using while a
+  // remap would change what the page's addresses reach.
+  for (const Range& r : ranges) post(kind, OwnedPages(r));
+  if (last.empty()) return nullptr;
+  cudaEvent_t done = EventLocked();
+  if (done == nullptr) return nullptr;
+  if (last.size() == 1) return residency_->RecordDone(last[0], done).ok() ? done : nullptr;
+  // Several lanes: an event per lane, waited for on the executor's auxiliary stream, then `done` there.
+  LastErrorScope errors(api_);
+  if (!EnsureStreamsLocked()) return nullptr;
+  for (const ResidencyTicket& t : last) {
+    cudaEvent_t e = EventLocked();
+    if (e == nullptr || !residency_->RecordDone(t, e).ok() || api_.cudaStreamWaitEvent(aux_, e, 0) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  if (api_.cudaEventRecord(done, aux_) != cudaSuccess) errors.Failed();
+  return done;
+}
+
+void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
+                              cudaMemLocation loc, bool batch) {
+  if (ranges.empty()) return;
+  LastErrorScope errors(api);
+  // The batch call refuses the legacy default stream.
+  if (batch && ranges.size() > 1 && api.cudaMemPrefetchBatchAsync != nullptr && s != nullptr &&
+      s != cudaStreamLegacy) {
+    Batch b(ranges);
+    size_t first = 0;
+    if (api.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==
+        cudaSuccess) {
+      return;
+    }
+    errors.Failed();
+  }
+  if (api.cudaMemPrefetchAsync == nullptr) return;
+  for (const Range& r : ranges) {
+    if (api.cudaMemPrefetchAsync(reinterpret_cast<const void*>(r.addr), r.bytes, loc, 0, s) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+}
+
+void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
+  HeldFor held(stats_->app_move_ns, calls_[to_device ? kPrefetchCall : kEvictCall]);
+  PrefetchRanges(api_, ranges, s, Location(to_device, device_), batch_moves_);
+}
+
+bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (api_.cudaMemDiscardBatchAsync == nullptr) return false;
+  HeldFor held(stats_->app_move_ns, calls_[kDiscardCall]);
+  LastErrorScope errors(api_);
+  Batch b(ranges);
+  if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, s) != cudaSuccess) {
+    errors.Failed();
+    return false;
+  }
+  return true;
+}
+
+cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
+                                 bool to_device) {
+  uint64_t bytes = 0;
+  for (const Range& r : ranges) bytes += r.bytes;
+  (to_device ? stats_->prefetched_bytes : stats_->evicted_bytes).fetch_add(bytes, std::memory_order_relaxed);
+  if (residency_ != nullptr) {
+    return ResidencyMoveLocked(to_device ? ResidencyMove::kFetch : ResidencyMove::kEvict, waits, ranges);
+  }
+  cudaEvent_t done = EventLocked();
+  // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
+  cudaEvent_t started = link_timing_ && done != nullptr ? EventLocked() : nullptr;
+  if (started != nullptr) transfers_.push_back({started, done, bytes, to_device});
+  live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
+  CallKindStats& kind = calls_[to_device ? kPrefetchCall : kEvictCall];
+  auto issue = [&api = api_, &held_ns, &kind, s, waits, ranges = std::move(ranges),
+                loc = Location(to_device, device_), batch = batch_moves_, done, started] {
+    HeldFor held(held_ns, kind);
+    LastErrorScope errors(api);
+    for (cudaEvent_t w : waits) {
+      if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
+    }
+    if (started != nullptr && api.cudaEventRecord(started, s) != cudaSuccess) errors.Failed();
+    PrefetchRanges(api, ranges, s, loc, batch);
+    if (done != nullptr && api.cudaEventRecord(done, s) != cudaSuccess) errors.Failed();
+  };
+  if (mover_ == nullptr) {
+    issue();
+    return done;
+  }
+  // The lane's jobs and the jobs recording the events this one waits for run first.
+  std::vector<Mover::Ticket> after;
+  for (cudaEvent_t w : waits) {
+    auto it = recorded_by_.find(w);
+    if (it != recorded_by_.end()) after.push_back(it->second);
+  }
+  const Mover::Ticket t = mover_->Post(s == in_ ? 0 : 1, std::move(after), std::move(issue));
+  if (done != nullptr) recorded_by_[done] = t;
+  return done;
+}
+
+void Executor::ReadyLocked(cudaEvent_t e) {
+  if (mover_ == nullptr || e == nullptr) return;
+  auto it = recorded_by_.find(e);
+  if (it == recorded_by_.end()) return;
+  HeldFor held(stats_->app_move_ns, calls_[kMoverWait]);
+  mover_->Wait(it->second);
+  recorded_by_.erase(it);
+}
+
+void Executor::IssueLocked(uint32_t k, StreamKey stream) {
+  const ReplayProgram& p = *prog_;
+  const std::vector<ReplayProgram::Item>& items = p.after[k];
+  if (items.empty()) return;
+  if (replayed_ > 1) SampleDeviceLocked(k);  // the op about to run is op k (k = period: the iteration's end)
+  LastErrorScope errors(api_);
+  cudaEvent_t anchor = RecordLocked(stream);
+  if (anchor == nullptr) {
+    errors.Failed();
+    return;
+  }
+  std::vector<Range> out, drop;
+  std::vector<trace::BufferId> out_ids, drop_ids;
+  bool prefetches = false;
+  for (const ReplayProgram::Item& it : items) {
+    Range r;
+    if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
+    ReplayProgram::Move move = it.move;
+    if (move == ReplayProgram::Move::kDiscard &&
+        (checks_[it.recompute] != Check::kValid || alloc_iteration_ == untrusted_iteration_)) {
+      move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it, or not here: keep the value
+    }
+    switch (move) {
+      case ReplayProgram::Move::kPrefetch:
+        prefetches = true;
+        break;
+      case ReplayProgram::Move::kEvict: {
+        // Only pages the buffer owns leave: a page shared with a neighbour (a small buffer in a slab, a tensor
+        // inside a caching allocator's segment) would take the neighbour's bytes with it, and it would fault.
+        const Range owned = OwnedPages(r);
+        if (owned.bytes == 0) break;
+        out.push_back(owned);
+        out_ids.push_back(it.buffer);
+        break;
+      }
+      case ReplayProgram::Move::kDiscard:
+        drop.push_back(r);
+        drop_ids.push_back(it.buffer);
+        discarded_for_[it.recompute] = true;
+        break;
+    }
+  }
+  if (!out.empty()) {
+    cudaEvent_t done = MoveLocked(out_, {anchor}, std::move(out), false);
+    for (trace::BufferId b : out_ids) {
+      evicted_[b] = done;
+      away_[b] = 1;
+    }
+  }
+  if (!drop.empty() && residency_ != nullptr) {
+    // Later uses of the pages come after the drop by the residency's order of moves (a make, a fetch).
+    ResidencyMoveLocked(ResidencyMove::kDiscard, {anchor}, drop);
+    for (size_t i = 0; i < drop.size(); ++i) {
+      away_[drop_ids[i]] = 1;
+      stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
+    }
+  } else if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
+    if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
+    DiscardLocked(drop, aux_);
+    // Nothing later on the application's stream may run before the discard has happened.
+    if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
+    for (size_t i = 0; i < drop.size(); ++i) {
+      away_[drop_ids[i]] = 1;
+      stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
+    }
+  }
+  if (prefetches) {
+    deferred_.push_back({k, anchor});
+    IssueDeferredLocked(UINT32_MAX);
+  }
+}
+
+bool Executor::RoomLocked(uint32_t k) const {
+  for (trace::BufferId b : prog_->room_from[k]) {
+    Range r;
+    if (away_[b] == 0 && AddressLocked(b, &r)) return false;  // still allocated and on the device
+  }
+  return true;
+}
+
+void Executor::IssueDeferredLocked(uint32_t needed_action) {
+  const ReplayProgram& p = *prog_;
+  while (!deferred_.empty()) {
+    const Deferred d = deferred_.front();
+    bool needed = false;
+    for (const ReplayProgram::Item& it : p.after[d.k]) needed = needed || it.action == needed_action;
+    // First-in first-out, like the copy engine the plan assumes: a later batch never overtakes a waiting one.
+    if (!needed && !RoomLocked(d.k)) return;
+    deferred_.pop_front();
+    // One batch per waiting op, in the order they are needed: an op waits for its own data, not for data a later
+    // op needs that happens to leave at the same point.
+    std::vector<const ReplayProgram::Item*> items;
+    for (const ReplayProgram::Item& it : p.after[d.k]) {
+      if (it.move == ReplayProgram::Move::kPrefetch) items.push_back(&it);
+    }
+    std::stable_sort(items.begin(), items.end(), [](const auto* x, const auto* y) { return x->need < y->need; });
+    bool anchored = false;
+    for (size_t first = 0; first < items.size();) {
+      size_t end = first;
+      while (end < items.size() && items[end]->need == items[first]->need) end++;
+      std::vector<Range> in;
+      std::vector<trace::BufferId> in_ids;
+      for (size_t i = first; i < end; ++i) {
+        Range r;
+        if (!Movable(items[i]->buffer) || !MoveRangeLocked(items[i]->buffer, &r) || r.bytes == 0) continue;
+        in.push_back(r);
+        in_ids.push_back(items[i]->buffer);
+      }
+      if (!in.empty()) {
+        std::vector<cudaEvent_t> waits;
+        if (!anchored) waits.push_back(d.anchor);
+        anchored = true;
+        // A buffer evicted earlier in this iteration comes back only after its write-back.
+        for (trace::BufferId b : in_ids) {
+          if (evicted_[b] != nullptr) waits.push_back(evicted_[b]);
+        }
+        cudaEvent_t done = MoveLocked(in_, waits, std::move(in), true);
+        for (trace::BufferId b : in_ids) away_[b] = 0;
+        for (size_t i = first; i < end; ++i) {
+          if (Has(in_ids, items[i]->buffer)) prefetched_[items[i]->action] = done;
+        }
+      }
+      first = end;
+    }
+    if (needed) return;
+  }
+}
+
+std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
+                                  std::vector<std::pair<trace::BufferId, uint64_t>>* redirected) {
+  const ReplayProgram& p = *prog_;
+  std::vector<trace::BufferId> gone;
+  for (trace::BufferId b : rc.used) {
+    Range r;
+    if (AddressLocked(b, &r)) continue;
+    // Gone: an output the application has freed may go to scratch; an input cannot be recomputed from.
+    if (!Has(rc.written, b) || Has(rc.targets, b)) {
+      return fmt::format("buffer {} is not allocated at that point", b);
+    }
+    gone.push_back(b);
+  }
+  // Outputs whose memory holds a newer value by then go to scratch too.
+  for (trace::BufferId b : rc.scratch) gone.push_back(b);
+  if (gone.empty()) return {};
+  // Scratch slots are shared by outputs whose uses within the recompute do not overlap (one layer's temporary
+  // dies before the next layer's is born), as the plan's memory assumes.
+  struct Slot {
+    uint64_t offset = 0, bytes = 0;
+    size_t free_after = 0;  // index in rc.ops of the last op using the current occupant
+  };
+  std::vector<Slot> slots;
+  std::vector<uint64_t> offset_of(gone.size(), 0);
+  uint64_t scratch_needed = 0;
+  for (size_t g = 0; g < gone.size(); ++g) {
+    size_t first = rc.ops.size(), last = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      if (!Has(p.uses[rc.ops[i]], gone[g])) continue;
+      first = std::min(first, i);
+      last = i;
+    }
+    const uint64_t bytes = ScratchBytes(gone[g]);
+    Slot* slot = nullptr;
+    for (Slot& s : slots) {
+      if (s.bytes >= bytes && s.free_after < first) slot = &s;
+    }
+    if (slot == nullptr) {
+      slots.push_back({scratch_needed, bytes, 0});
+      scratch_needed += bytes;
+      slot = &slots.back();
+    }
+    slot->free_after = last;
+    offset_of[g] = slot->offset;
+  }
+  if (scratch_bytes_ < scratch_needed) {
+    void* s = nullptr;
+    LastErrorScope errors(api_);
+    if (residency_ != nullptr) {
+      auto reserved = residency_->Reserve(AlignUp(scratch_needed, page_), /*on_device=*/false);  // made when used
+      if (!reserved.ok()) return "no scratch memory: " + reserved.status().message();
+      s = reinterpret_cast<void*>(*reserved);
+    } else if (api_.cudaMallocManaged == nullptr ||
+               api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
+      errors.Failed();
+      return "no scratch memory";
+    }
+    scratch_ = reinterpret_cast<uint64_t>(s);  // the smaller one is kept: scratch is never freed (cudaFree syncs)
+    scratch_bytes_ = scratch_needed;
+  }
+  for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_ + offset_of[g]});
+  return {};
+}
+
+bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
+                              const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected,
+                              const std::vector<std::vector<Range>>* populate, cudaStream_t stream) {
+  const ReplayProgram& p = *prog_;
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    const trace::OpId op = rc.ops[i];
+    const Relaunch& launch = launches_[op];
+    if (launch == nullptr) return false;
+    if (populate != nullptr) PopulateLocked((*populate)[i], stream);
+    AddressMap map;
+    for (trace::BufferId b : p.uses[op]) {
+      const ReplayBuffer& rb = p.buffers[b];
+      // Where the launch's pointer points: this iteration's place for a fresh launch, the recording's else.
+      uint64_t from = rb.address;
+      if (fresh_[op] && rb.allocated_inside) {
+        if (rb.alloc_ordinal >= alloc_base_.size() || alloc_base_[rb.alloc_ordinal] == 0) continue;
+        from = alloc_base_[rb.alloc_ordinal];
+      }
+      uint64_t to = 0;
+      for (const auto& [gone, scratch] : redirected) {
+        if (gone == b) to = scratch;
+      }
+      Range now;
+      if (to == 0 && AddressLocked(b, &now)) to = now.addr;
+      if (to != 0 && to != from) map.entries.push_back({from, rb.bytes, to});
+    }
+    if (!(*launch)(map)) return false;
+  }
+  stats_->recomputed_kernels.fetch_add(rc.ops.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  if (checks_[r] == Check::kUnvalidated) {
+    ValidateLocked(r, stream);
+    return;
+  }
+  if (!discarded_for_[r]) return;  // its targets kept their values (evicted): demand paging brings them
+  discarded_for_[r] = false;
+  std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
+  const std::string unplaced = PlaceLocked(rc, &redirected);
+  bool ok = unplaced.empty();
+  if (ok) {
+    // The discarded targets and the scratch are populated without a transfer, sparing the launches a fault on
+    // every page they write; each just before the first launch that writes it, as the plan allocates them, so
+    // that the device never holds more than the plan counts.
+    std::vector<std::vector<Range>> populate(rc.ops.size());
+    std::vector<uint64_t> done;
+    auto add = [&](trace::BufferId b, const Range& r) {
+      if (Has(done, r.addr)) return;
+      for (size_t i = 0; i < rc.ops.size(); ++i) {
+        if (!Has(prog_->uses[rc.ops[i]], b)) continue;
+        populate[i].push_back(r);
+        done.push_back(r.addr);
+        return;
+      }
+    };
+    for (trace::BufferId b : rc.targets) {
+      Range t;
+      if (MoveRangeLocked(b, &t)) add(b, t);
+    }
+    for (const auto& [b, at] : redirected) add(b, Range{at, ScratchBytes(b)});
+    ok = RelaunchLocked(rc, redirected, &populate, StreamOf(stream));
+  }
+  if (!ok) {
+    // The targets are discarded and cannot be rebuilt: this is a failure the application would see.
+    KARMA_LOG(kError, "a recompute could not be issued ({}); results of this iteration may be wrong",
+              unplaced.empty() ? "a launch failed" : unplaced);
+  }
+  for (trace::BufferId b : rc.targets) away_[b] = 0;
+  if (redirected.empty()) return;
+  // The scratch outputs are dead once the launches have run.
+  const std::vector<Range> scratch = ScratchOf(redirected);
+  if (residency_ != nullptr) {
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  } else if (api_.cudaMemDiscardBatchAsync != nullptr) {
+    LastErrorScope errors(api_);
+    if (!OrderLocked(stream, aux_)) {
+      errors.Failed();
+    } else if (DiscardLocked(scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
+      errors.Failed();
+    }
+  }
+}
+
+void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  const ReplayProgram& p = *prog_;
+  auto reject = [&](const std::string& why) {
+    checks_[r] = Check::kRejected;
+    verdicts_[VerdictKey(p, rc)] = Check::kRejected;
+    for (trace::OpId op : rc.ops) rejected_ops_[op] = true;
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
+              rc.before, why);
+    request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
+  };
+  if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) {
+    reject("no way to copy device memory for the check");
+    return;
+  }
+  // Where this iteration's buffers are is not known: the check waits for the next iteration.
+  if (alloc_iteration_ == untrusted_iteration_) return;
+  std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
+  if (const std::string why = PlaceLocked(rc, &redirected); !why.empty()) {
+    reject(why);
+    return;
+  }
+  LastErrorScope errors(api_);
+  const cudaStream_t s = StreamOf(stream);
+  struct Copy {
+    trace::BufferId b = trace::kNone;
+    Range r;
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<Copy> before;
+  auto sync = [&] {
+    if (api_.cudaStreamSynchronize(s) == cudaSuccess) return true;
+    errors.Failed();
+    return false;
+  };
+  if (!sync()) {
+    reject("the stream could not be synchronized");
+    return;
+  }
+  // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
+  if (residency_ != nullptr) {
+    for (trace::BufferId b : rc.used) {
+      if (evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) errors.Failed();
+    }
+  }
+  for (trace::BufferId b : rc.used) {
+    if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
+    Copy c;
+    c.b = b;
+    AddressLocked(b, &c.r);
+    c.bytes.resize(c.r.bytes);
+    if (api_.cudaMemcpyAsync(c.bytes.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes,
+                             cudaMemcpyDeviceToHost, s) != cudaSuccess) {
+      errors.Failed();
+      reject("a buffer could not be copied");
+      return;
+    }
+    before.push_back(std::move(c));
+  }
+  if (!sync()) {
+    reject("the stream could not be synchronized");
+    return;
+  }
+  // What a discard destroys in steady state (a target's bytes in the whole pages of its move range) gets the
+  // complement of its value first, so that a launch leaving any of those bytes as they were cannot pass.
+  std::vector<std::vector<unsigned char>> poison;
+  bool poisoned = true;
+  for (const Copy& c : before) {
+    Range mr;
+    if (!Has(rc.targets, c.b) || !MoveRangeLocked(c.b, &mr)) continue;
+    const Range owned = OwnedPages(mr);
+    const uint64_t lo = std::max(owned.addr, c.r.addr);
+    const uint64_t hi = std::min(owned.addr + owned.bytes, c.r.addr + c.r.bytes);
+    if (hi <= lo) continue;
+    std::vector<unsigned char>& flipped = poison.emplace_back(c.bytes.begin() + (lo - c.r.addr),
+                                                              c.bytes.begin() + (hi - c.r.addr));
+    for (unsigned char& x : flipped) x = static_cast<unsigned char>(~x);
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(lo), flipped.data(), flipped.size(), cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+      poisoned = false;  // the buffers are restored below
+      break;
+    }
+  }
+  poisoned = poisoned && sync();
+  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
+  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
+  if (poisoned) PopulateLocked(scratch, s);
+  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && sync();
+  if (!scratch.empty()) {
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  }
+  bool same = launched;
+  std::vector<unsigned char> after;
+  for (const Copy& c : before) {
+    if (!same) break;
+    after.resize(c.bytes.size());
+    if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes, cudaMemcpyDeviceToHost,
+                             s) != cudaSuccess ||
+        !sync()) {
+      errors.Failed();
+      same = false;
+      break;
+    }
+    same = after == c.bytes;
+  }
+  if (same) {
+    checks_[r] = Check::kValid;
+    verdicts_[VerdictKey(p, rc)] = Check::kValid;
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
+              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
+    return;
+  }
+  // Put everything back as it was.
+  for (const Copy& c : before) {
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  sync();
+  reject(launched   ? "the recomputed buffers differ from the originals"
+         : poisoned ? "a launch failed"
+                    : "the targets could not be overwritten for the check");
+}
+
+void Executor::DivergeLocked() {
+  diverged_ = true;
+  stats_->divergences.fetch_add(1, std::memory_order_relaxed);
+  // Buffers discarded for a recompute that will not run now: rebuild them before anything else can read them.
+  const ReplayProgram& p = *prog_;
+  for (uint32_t r = 0; r < p.recomputes.size(); ++r) {
+    if (discarded_for_[r]) RunRecomputeLocked(r, p.stream[p.recomputes[r].before]);
+  }
+}
+
+void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, StreamKey stream, bool arena_block) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
+  if (p == nullptr || next_op < base_) return;
+  if (running_ && arena_block && !idle_ && residency_ == nullptr && api_.cudaMemPrefetchAsync != nullptr) {
+    // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
+    // transfer and spares the op that writes the tensor the faults.
+    HeldFor held(stats_->app_move_ns, calls_[kAllocationCall]);
+    LastErrorScope errors(api_);
+    const StreamKey key = stream == kSyncStream ? 0 : stream;
+    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,
+                                  StreamOf(key)) != cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  TrackAllocationsLocked(*p, IterationIndex(next_op, base_, p->period));
+  const uint32_t k = ordinal_++;
+  if (k >= alloc_base_.size()) return;
+  if (p->alloc_size[k] != size) {
+    // Not the allocation the recording saw here: none of this iteration's later ones can be trusted either.
+    alloc_base_.assign(alloc_base_.size(), 0);
+    ordinal_ = static_cast<uint32_t>(alloc_base_.size());
+    return;
+  }
+  alloc_base_[k] = addr;
+}
+
+void Executor::TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration) {
+  if (iteration == alloc_iteration_) return;
+  alloc_iteration_ = iteration;
+  alloc_base_.assign(p.alloc_size.size(), 0);
+  alloc_freed_.assign(p.alloc_size.size(), false);
+  // An untrusted iteration counts no allocation: every ordinal stays unknown.
+  ordinal_ = iteration == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
+}
+
+void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,
+                      std::span<const std::pair<uint64_t, uint64_t>> slab_pages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prog_ == nullptr) return;
+  for (size_t k = 0; k < alloc_base_.size(); ++k) {
+    if (alloc_base_[k] == addr) alloc_freed_[k] = true;
+  }
+  // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
+  // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
+  try {
+    if (residency_ != nullptr) return;  // ResidencyOnFree
+    std::vector<Range> drop;
+    if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
+    for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
+    if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
+    LastErrorScope errors(api_);
+    const StreamKey key = stream == kSyncStream ? 0 : stream;
+    if (!OrderLocked(key, aux_)) {
+      errors.Failed();
+      return;
+    }
+    if (DiscardLocked(drop, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
+  } catch (...) {
+    // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
+  }
+}
+
+void Executor::ResidencyOnAllocation(uint64_t addr, uint64_t span, StreamKey stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Pages that were dropped or evicted (or never had room) get device memory before the application writes them.
+  LastErrorScope errors(api_);
+  const StreamKey key = stream == kSyncStream ? 0 : stream;
+  // At once: the residency waits for the last use of each page's old value (its drop), not for the stream.
+  cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {}, {Range{addr, span}});
+  if (made != nullptr && api_.cudaStreamWaitEvent(StreamOf(key), made, 0) != cudaSuccess) errors.Failed();
+}
+
+void Executor::ResidencyOnFree(uint64_t addr, uint64_t span, StreamKey stream,
+                               std::span<const std::pair<uint64_t, uint64_t>> empty_slabs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The value is dead once the freeing stream gets here: its whole pages go back to the pool, and so do the pages
+  // of slabs this free leaves without a live block.
+  std::vector<Range> dead;
+  if (OwnedPages(Range{addr, span}).bytes != 0) dead.push_back({addr, span});
+  for (const auto& [page, bytes] : empty_slabs) dead.push_back({page, bytes});
+  if (dead.empty()) return;
+  LastErrorScope errors(api_);
+  cudaEvent_t freed = RecordLocked(stream == kSyncStream ? 0 : stream);
+  if (freed == nullptr) {
+    errors.Failed();
+    return;
+  }
+  ResidencyMoveLocked(ResidencyMove::kDrop, {freed}, dead);
+}
+
+void Executor::OnMarker(uint64_t next_op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  base_ = next_op;  // positions count from the marked start
+  marks_++;
+}
+
+}  // namespace karma::rt
