@@ -45,10 +45,8 @@ bool ReadBefore(const policy::AccessModel& acc, const ReplayProgram& prog, trace
 // Per action, for swap-ins: the position before which the simulated plan had started it (entry k of `after` goes
 // out before op k). A swap-in waits in the simulation until the device has room for it; issued at its `after`
 // instead, a fetch would take memory the plan still counts as someone else's. 0 where the simulation does not say.
-std::vector<uint32_t> SimulatedSwapInStarts(const trace::Iteration& planning, const policy::HwProfile& hw,
-                                            const policy::Plan& plan) {
+std::vector<uint32_t> SimulatedSwapInStarts(const policy::SimInput& in, const policy::Plan& plan) {
   std::vector<uint32_t> from(plan.actions.size(), 0);
-  const policy::SimInput in = policy::MakeSimInput(planning, hw, plan.capacity_bytes);
   const policy::SimResult r = policy::Simulate(in, plan, {.record_events = true});
   if (!r.feasible) return from;
   std::vector<uint32_t> started;  // swap-ins started since the last compute item began
@@ -63,7 +61,7 @@ std::vector<uint32_t> SimulatedSwapInStarts(const trace::Iteration& planning, co
       started.clear();
     }
   }
-  for (uint32_t a : started) from[a] = static_cast<uint32_t>(planning.ops.size());
+  for (uint32_t a : started) from[a] = static_cast<uint32_t>(in.it->ops.size());
   return from;
 }
 
@@ -157,11 +155,14 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   }
   size_t prefetches = 0, evictions = 0, discards = 0, dropped = 0;
   uint64_t evicted_bytes = 0;  // what the evictions move to the host
+  // The iteration as the plan was made for it, simulated with the plan's profile: for when swap-ins start and for
+  // the memory the plan holds at each op.
   const trace::Iteration planning = PlanningIteration(it, MovePageFor(planned_with));
+  const policy::SimInput in = policy::MakeSimInput(planning, planned_with, plan.capacity_bytes);
   // On the copy path a fetch takes device memory when it is issued; managed memory's prefetch makes the driver
   // evict what it needs, and goes out at `after` as planned.
   const std::vector<uint32_t> swap_in_from = planned_with.moves == policy::MovePath::kCopy
-                                                 ? SimulatedSwapInStarts(planning, planned_with, plan)
+                                                 ? SimulatedSwapInStarts(in, plan)
                                                  : std::vector<uint32_t>(plan.actions.size(), 0);
   for (uint32_t a = 0; a < plan.actions.size(); ++a) {
     const policy::Action& act = plan.actions[a];
@@ -214,7 +215,6 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
     }
   }
   {
-    const policy::SimInput in = policy::MakeSimInput(planning, planned_with, plan.capacity_bytes);
     const std::vector<uint64_t> mem = policy::StaticMemory(in, plan);
     const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
     // The recomputes that run right before an op hold their inputs and outputs there too.

@@ -264,7 +264,7 @@ ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_
   return Post(Kind::kMake, r, after);
 }
 
-bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
+bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
   std::shared_ptr<CUevent_st> dead;
   if (kind == Kind::kDrop) {
     // One event for the drop's granules, after `after`, on the drop lane's stream (the caller's may be re-recorded).
@@ -292,7 +292,7 @@ bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<c
     Undrop(g);
     g->dead = dead;  // off the device too: a make waits for the old value's last use
     if (dead != nullptr && g->device >= 0) {
-      g->dropped_as = ++drops_ | (held ? 0 : kFreedDrop);
+      g->dropped_as = ++drops_;
       dropped_.emplace(g->dropped_as, a);
     }
   }
@@ -498,22 +498,31 @@ Status CopyResidency::RecordDone(ResidencyTicket t, cudaEvent_t event) {
   return st;
 }
 
-bool CopyResidency::Resident(ResidencyRange r) const {
+template <typename Pred>
+bool CopyResidency::Every(ResidencyRange r, Pred ok) const {
   std::lock_guard lock(mu_);
   for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
-    const Granule* g = Find(a);
-    if (g != nullptr && (g->device < 0 || g->dead != nullptr || g->posted != g->completed)) return false;
+    if (!ok(Find(a))) return false;
   }
   return true;
 }
 
-bool CopyResidency::Backed(ResidencyRange r) const {
+template <typename Pred>
+uint64_t CopyResidency::Count(Pred ok) const {
   std::lock_guard lock(mu_);
-  for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
-    const Granule* g = Find(a);
-    if (g == nullptr || g->device < 0 || g->posted != g->completed) return false;
-  }
-  return true;
+  uint64_t n = 0;
+  for (const auto& [addr, r] : reservations_) n += std::count_if(r.granules.begin(), r.granules.end(), ok);
+  return n;
+}
+
+bool CopyResidency::Resident(ResidencyRange r) const {
+  return Every(r, [](const Granule* g) {
+    return g == nullptr || (g->device >= 0 && g->dead == nullptr && g->posted == g->completed);
+  });
+}
+
+bool CopyResidency::Backed(ResidencyRange r) const {
+  return Every(r, [](const Granule* g) { return g != nullptr && g->device >= 0 && g->posted == g->completed; });
 }
 
 bool CopyResidency::Done(ResidencyTicket t) const {
@@ -545,13 +554,7 @@ uint64_t CopyResidency::device_bytes() const {
 }
 
 uint64_t CopyResidency::live_bytes() const {
-  std::lock_guard lock(mu_);
-  uint64_t n = 0;
-  for (const auto& [addr, r] : reservations_) {
-    n += std::count_if(r.granules.begin(), r.granules.end(),
-                       [](const Granule& g) { return g.device >= 0 && g.dead == nullptr; });
-  }
-  return n * granularity_;
+  return Count([](const Granule& g) { return g.device >= 0 && g.dead == nullptr; }) * granularity_;
 }
 
 uint64_t CopyResidency::peak_device_bytes() const {
@@ -560,12 +563,7 @@ uint64_t CopyResidency::peak_device_bytes() const {
 }
 
 uint64_t CopyResidency::device_granules() const {
-  std::lock_guard lock(mu_);
-  uint64_t n = 0;
-  for (const auto& [addr, r] : reservations_) {
-    n += std::count_if(r.granules.begin(), r.granules.end(), [](const Granule& g) { return g.device >= 0; });
-  }
-  return n;
+  return Count([](const Granule& g) { return g.device >= 0; });
 }
 
 }  // namespace karma::rt

@@ -156,7 +156,13 @@ class CopyResidency final : public Residency {
   int TakeDroppedChunk(std::unique_lock<std::mutex>& lock);
   // Drops and makes of granules with no move pending happen at once, without a job: a drop marks the granule, a
   // make of a granule on the device revives it. Returns false when some granule needs a job.
-  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held = false);
+  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
+  // Whether `ok` holds for every granule of `r` (null where `r` leaves the reservations), and how many granules of
+  // all reservations it holds for (mu_ taken).
+  template <typename Pred>
+  bool Every(ResidencyRange r, Pred ok) const;
+  template <typename Pred>
+  uint64_t Count(Pred ok) const;
   void GiveBack(int chunk);
   // Keeps the first failure; true when `st` is one.
   bool Fail(Status st);
@@ -172,11 +178,10 @@ class CopyResidency final : public Residency {
   std::map<uint64_t, Reservation> reservations_;  // by start address
   std::vector<Chunk> pool_;
   std::vector<int> free_chunks_;
-  // Granules on the device whose value is dead (Granule::dead), in the order they give their chunks: held ones
-  // (Drop's `held`) first, then freed ones; oldest drop first in each (the ones dropped last are the likeliest to
-  // be allocated again soon, and revived in place).
-  std::map<uint64_t, uint64_t> dropped_;  // kFreedDrop for freed ones | drop number -> granule address
-  static constexpr uint64_t kFreedDrop = 1ull << 63;
+  // Freed granules on the device whose value is dead (Granule::dead), oldest drop first: the first to give their
+  // chunks (the ones dropped last are the likeliest to be allocated again soon, and revived in place). Held drops
+  // never wait here: the drop thread gives their chunks back.
+  std::map<uint64_t, uint64_t> dropped_;  // drop number -> granule address
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
