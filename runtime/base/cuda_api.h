@@ -65,6 +65,7 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kDriver, cuMemSetAccess)               \
   X(kDriver, cuMemcpyAsync)                \
   X(kDriver, cuStreamWaitValue32_v2)       \
+  X(kDriver, cuStreamWriteValue32_v2)      \
   X(kDriver, cuFuncGetName)                \
   X(kCublas, cublasGetPointerMode_v2)      \
   X(kCublas, cublasGetStream_v2)           \

@@ -102,6 +102,29 @@ bool WritesWhole(const RecordedUse& u, trace::OpKind kind, uint64_t size) {
   return u.extent + kWholeSlack >= size;
 }
 
+// An op whose buffers were partly in host memory when it ran (RecordedOp::off_device) takes the median duration
+// measured for the ops of its shape signature that ran on the device: identical layers of a model that does not fit
+// are measured where their buffers were on the device, and the cost model's roofline, which knows nothing of a
+// kernel's code, can be far off (it put a bias-and-activation kernel of the trainer apps 30 times too low).
+void LikeOpDurations(const Recording& rec, RecordedIteration& out) {
+  std::unordered_map<uint64_t, std::vector<uint64_t>> measured;  // shape -> durations measured on the device
+  std::vector<bool> off_device;
+  for (const RecordedOp& rop : rec.ops) {
+    if (rop.state.load(std::memory_order_acquire) != RecordedOp::kDone) continue;
+    off_device.push_back(rop.off_device);
+  }
+  for (size_t k = 0; k < out.ops.size(); ++k) {
+    const uint64_t ns = out.it.ops[k].duration_ns;
+    if (!off_device[k] && ns != 0) measured[out.ops[k].shape].push_back(ns);
+  }
+  for (auto& [shape, ns] : measured) std::nth_element(ns.begin(), ns.begin() + ns.size() / 2, ns.end());
+  for (size_t k = 0; k < out.ops.size(); ++k) {
+    if (!off_device[k]) continue;
+    auto m = measured.find(out.ops[k].shape);
+    if (m != measured.end()) out.it.ops[k].duration_ns = m->second[m->second.size() / 2];
+  }
+}
+
 }  // namespace
 
 Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, const TraceContext& ctx) {
@@ -196,6 +219,8 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     it.ops.push_back(std::move(op));
     out.ops.push_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch});
   }
+
+  LikeOpDurations(rec, out);
 
   // A kernel's pointer arguments do not say whether it reads or writes. An allocation made inside the iteration
   // holds nothing before its first use, so the first kernel that touches it writes it.

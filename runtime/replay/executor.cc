@@ -487,8 +487,11 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
     if (LogEnabled(LogLevel::kDebug)) {
       size_t free = 0, total = 0;
       if (RealMemGetInfo(api_, &free, &total)) {
+        // The copy path's pool stays full: what it holds of live values.
+        const uint64_t held = residency_ != nullptr ? residency_->live_bytes() : total - free;
         KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
-                  static_cast<double>(total - free) / (1 << 20), static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
+                  static_cast<double>(held) / (1 << 20),
+                  static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
       }
     }
   } catch (...) {

@@ -68,16 +68,21 @@ Status CopyResidency::Init() {
         !st.ok()) {
       return st;
     }
-    if (Status st = Check(api_.cudaStreamCreateWithFlags(&lane.bridge, cudaStreamNonBlocking), "cudaStreamCreate");
-        !st.ok()) {
-      return st;
+    for (cudaStream_t* st_of : {&lane.bridge, &lane.gate, &lane.signal}) {
+      if (Status st = Check(api_.cudaStreamCreateWithFlags(st_of, cudaStreamNonBlocking), "cudaStreamCreate");
+          !st.ok()) {
+        return st;
+      }
     }
     if (Status st = Check(api_.cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "cudaEventCreate");
         !st.ok()) {
       return st;
     }
   }
-  for (uint32_t l = 0; l < kLanes; ++l) lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
+    lanes_[l].finisher = std::thread([this, l] { RunFinisher(static_cast<Lane>(l)); });
+  }
   return Status::Ok();
 }
 
@@ -90,6 +95,7 @@ CopyResidency::~CopyResidency() {
   cv_.notify_all();
   for (LaneState& lane : lanes_) {
     if (lane.thread.joinable()) lane.thread.join();
+    if (lane.finisher.joinable()) lane.finisher.join();
   }
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
@@ -101,6 +107,9 @@ CopyResidency::~CopyResidency() {
     if (lane.done != nullptr) api_.cudaEventDestroy(lane.done);
     if (lane.stream != nullptr) api_.cudaStreamDestroy(lane.stream);
     if (lane.bridge != nullptr) api_.cudaStreamDestroy(lane.bridge);
+    if (lane.gate != nullptr) api_.cudaStreamDestroy(lane.gate);
+    if (lane.signal != nullptr) api_.cudaStreamDestroy(lane.signal);
+    for (cudaEvent_t e : lane.spare) api_.cudaEventDestroy(e);
     if (lane.flag != nullptr) api_.cudaFreeHost(lane.flag);
   }
 }
@@ -267,10 +276,10 @@ ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_
 bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
   std::shared_ptr<CUevent_st> dead;
   if (kind == Kind::kDrop) {
-    // One event for the drop's granules, after `after`, on the drop lane's stream (the caller's may be re-recorded).
+    // One event for the drop's granules, after `after`, on the drop lane's gate (the caller's may be re-recorded).
     LastErrorScope errors(api_);
     cudaEvent_t e = nullptr;
-    const cudaStream_t s = lanes_[kDead].stream;
+    const cudaStream_t s = lanes_[kDead].gate;
     for (cudaEvent_t w : after) {
       if (w != nullptr && api_.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
     }
@@ -338,13 +347,14 @@ ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const
   LaneState& l = lanes_[lane];
   Job job{kind, nullptr, 0, {}};
   {
-    // `after`'s position now: the lane's stream waits for it, and the job's own event marks it there.
+    // `after`'s position now: the lane's gate waits for it, and the job's own event marks it there (the lane's
+    // stream waits for that event when the job runs, and so for nothing posted after it).
     LastErrorScope errors(api_);
     for (cudaEvent_t e : after) {
-      if (e != nullptr && api_.cudaStreamWaitEvent(l.stream, e, 0) != cudaSuccess) errors.Failed();
+      if (e != nullptr && api_.cudaStreamWaitEvent(l.gate, e, 0) != cudaSuccess) errors.Failed();
     }
     if (api_.cudaEventCreateWithFlags(&job.after, cudaEventDisableTiming) != cudaSuccess ||
-        api_.cudaEventRecord(job.after, l.stream) != cudaSuccess) {
+        api_.cudaEventRecord(job.after, l.gate) != cudaSuccess) {
       errors.Failed();
     }
   }
@@ -363,31 +373,54 @@ void CopyResidency::Run(Lane lane) {
   LaneState& l = lanes_[lane];
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !l.jobs.empty(); });
+    cv_.wait(lock, [&] { return (stopping_ && l.jobs.empty()) || (!l.jobs.empty() && l.started.size() < kInFlight); });
     if (l.jobs.empty()) return;
     Job job = std::move(l.jobs.front());
     l.jobs.pop_front();
     ++running_[lane];
-    lock.unlock();
-    RunJob(lane, job);
-    if (job.after != nullptr) api_.cudaEventDestroy(job.after);
-    __atomic_store_n(l.flag, job.seq, __ATOMIC_RELEASE);
-    lock.lock();
+    l.started.push_back(StartJob(lane, std::move(job), lock));
+    cv_.notify_all();
+  }
+}
+
+void CopyResidency::RunFinisher(Lane lane) {
+  api_.cudaSetDevice(device_);
+  LaneState& l = lanes_[lane];
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return !l.started.empty() || (stopping_ && l.jobs.empty() && running_[lane] == 0); });
+    if (l.started.empty()) return;
+    Started started = std::move(l.started.front());
+    l.started.pop_front();
+    FinishJob(lane, started, lock);
+    SignalLocked(lane, started.job.seq);
     --running_[lane];
     cv_.notify_all();
   }
 }
 
-void CopyResidency::RunJob(Lane lane, const Job& job) {
+void CopyResidency::SignalLocked(Lane lane, uint32_t seq) {
+  // A write on a stream of its own, which never waits: the device sees it when the thread made it.
+  LaneState& l = lanes_[lane];
+  if (api_.cuStreamWriteValue32_v2 == nullptr ||
+      api_.cuStreamWriteValue32_v2(l.signal, reinterpret_cast<CUdeviceptr>(l.flag), seq, 0) != CUDA_SUCCESS) {
+    __atomic_store_n(l.flag, seq, __ATOMIC_RELEASE);
+  }
+}
+
+CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_lock<std::mutex>& lock) {
   LaneState& l = lanes_[lane];
   const bool copies = job.kind == Kind::kEvict || job.kind == Kind::kFetch;
   const bool to_device = lane == kIn || lane == kNew;
-  // Granules to remap once the lane's stream gets here: (granule address, where it goes: a device chunk, kOnHost,
-  // kUnmapped, or kStay: nowhere new).
-  constexpr int kStay = -3;
-  std::vector<std::pair<uint64_t, int>> moved;
-  uint32_t after_other = 0;  // lanes waited for
-  std::unique_lock lock(mu_);
+  Started started;
+  std::vector<std::pair<uint64_t, int>>& moved = started.moved;
+  if (job.after != nullptr) {
+    Fail(Check(api_.cudaStreamWaitEvent(l.stream, job.after, 0), "cudaStreamWaitEvent"));
+    api_.cudaEventDestroy(job.after);
+    job.after = nullptr;
+  }
+  // A granule's previous move (on any lane) is complete on the device too before this one starts: its lane waited
+  // for its copies before it counted it completed (FinishJob).
   for (const GranuleOrder& go : job.granules) {
     Granule* g = Find(go.addr);
     if (g != nullptr && g->completed + 1 != go.order) {
@@ -397,11 +430,6 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       blocked_[lane] = false;
     }
     if (g == nullptr || stopping_) continue;
-    // The granule's previous move ran on another lane: in the device's time too, this one comes after it.
-    if (g->last_lane < kLanes && g->last_lane != lane && !(after_other & (1u << g->last_lane))) {
-      Fail(Check(api_.cudaStreamWaitEvent(l.stream, lanes_[g->last_lane].done, 0), "cudaStreamWaitEvent"));
-      after_other |= 1u << g->last_lane;
-    }
     if (g->dead != nullptr && (to_device || job.kind == Kind::kEvict)) {
       // Revived (a make), or given a value after all: after the dead value's last use.
       Fail(Check(api_.cudaStreamWaitEvent(l.stream, g->dead.get(), 0), "cudaStreamWaitEvent"));
@@ -431,18 +459,33 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       moved.emplace_back(go.addr, kOnHost);
     }
   }
-  lock.unlock();
-  // The copies done and `after` passed (it is on the lane's stream before them): the granules can be remapped.
+  // Its copies done and `after` passed: the granules can be remapped (FinishJob).
+  if (!l.spare.empty()) {
+    started.done = l.spare.back();
+    l.spare.pop_back();
+  } else {
+    Fail(Check(api_.cudaEventCreateWithFlags(&started.done, cudaEventDisableTiming), "cudaEventCreate"));
+  }
+  if (started.done != nullptr) Fail(Check(api_.cudaEventRecord(started.done, l.stream), "cudaEventRecord"));
   Fail(Check(api_.cudaEventRecord(l.done, l.stream), "cudaEventRecord"));
-  Fail(Check(api_.cudaEventSynchronize(l.done), "cudaEventSynchronize"));
-  lock.lock();
+  started.job = std::move(job);
+  return started;
+}
+
+void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std::mutex>& lock) {
+  if (started.done != nullptr) {
+    lock.unlock();
+    Fail(Check(api_.cudaEventSynchronize(started.done), "cudaEventSynchronize"));
+    lock.lock();
+    lanes_[lane].spare.push_back(started.done);
+  }
   // Access is set once per run of adjacent granules mapped here.
   uint64_t run_start = 0, run_end = 0;
   auto flush = [&] {
     if (run_end > run_start) Fail(SetAccess(run_start, run_end - run_start));
     run_start = run_end = 0;
   };
-  for (const auto& [addr, to] : moved) {
+  for (const auto& [addr, to] : started.moved) {
     Granule* g = Find(addr);
     if (g == nullptr) continue;
     if (to != kStay) {
@@ -457,11 +500,9 @@ void CopyResidency::RunJob(Lane lane, const Job& job) {
       Undrop(g);
       if (old >= 0) GiveBack(old);
     }
-    g->last_lane = static_cast<uint8_t>(lane);
     ++g->completed;
   }
   flush();
-  cv_.notify_all();
 }
 
 bool CopyResidency::Fail(Status st) {

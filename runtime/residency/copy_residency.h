@@ -8,9 +8,12 @@
 // chunk is also mapped, once, at an address of its own (a staging address), so that a copy can fill a chunk that
 // the granule is not mapped onto yet.
 //
-// Moves run on threads of their own, one per direction (and one for makes, one for drops), each with its stream,
-// so that evictions and fetches overlap on the two copy engines and no call on the caller's thread waits for a
-// transfer:
+// Moves run in lanes of their own, one per direction (and one for makes, one for drops), each with its stream, so
+// that evictions and fetches overlap on the two copy engines and no call on the caller's thread waits for a
+// transfer. A lane has two threads: one starts its moves in order (takes device chunks, issues the copies, after the
+// position the caller's events had when the move was posted), the other finishes them in order (waits for the
+// copies, remaps): one move's copies run while the granules of the move before it are remapped, and a remap never
+// holds up the next copy.
 //   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is mapped onto its host
 //          chunk and the device chunk goes back to the pool.
 //   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
@@ -21,16 +24,17 @@
 //          back to the pool.
 //   make   a device chunk from the pool (or a dead granule's), mapped onto the granule after the last use of its
 //          old value (the drop's `after`); nothing is copied.
-// A move completes by storing its sequence number in a flag in pinned memory; WaitOn makes a stream wait for that
-// value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone records an
-// event after such a wait on a stream of the lane's own, for code that works with events. The access of the granules
-// a move maps is set once per run of adjacent granules.
+// A move completes by writing its sequence number to a flag in pinned memory (cuStreamWriteValue32 on a stream of
+// the lane's own that never waits, so the device sees the value when the thread wrote it); WaitOn makes a stream wait
+// for that value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone
+// records an event after such a wait on a stream of the lane's own, for code that works with events. The access of
+// the granules a move maps is set once per run of adjacent granules.
 //
 // Where a granule's bytes are while a move is in flight: an evicted granule stays mapped onto its device chunk
 // until its copy is done (a write after the move started is lost, as with any use the plan did not foresee after
 // a granule's last use); a fetched one stays mapped onto its host chunk until its copy is done (reads see the right
 // bytes; a write meanwhile is lost). A granule with a live value is never unmapped while it may be used: the remap
-// maps the other chunk in the same critical section, on the mover's thread. Where no device chunk can be had (the
+// maps the other chunk in the same critical section, on the lane's finishing thread. Where no device chunk can be had (the
 // pool is at the budget and no move in either queue will give one back), a fetch or make leaves the granule on its
 // host chunk: correct and slow, counted in stranded().
 #pragma once
@@ -97,11 +101,11 @@ class CopyResidency final : public Residency {
   // Where a granule's addresses lead, besides a device chunk (an index into pool_).
   static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
   static constexpr int kUnmapped = -2;  // nothing: never used yet, or a dead value whose device chunk was taken
+  static constexpr int kStay = -3;      // a job's granule that goes nowhere new
   struct Granule {
     Chunk host;                           // handle 0 until first needed
     int device = kUnmapped;               // a device chunk (index into pool_), kOnHost or kUnmapped
     uint32_t posted = 0, completed = 0;   // moves of it posted and done: they run in the order they were posted
-    uint8_t last_lane = kLanes;           // the lane of its last move (kLanes: none yet)
     // Dropped: its value is dead once this event has completed (the last use of the old value, which a remap or a
     // new value must not overtake). On the device, its chunk may then be taken for another granule (the granule is
     // then unmapped); a make revives it in place.
@@ -123,21 +127,42 @@ class CopyResidency final : public Residency {
     uint32_t seq = 0;
     std::vector<GranuleOrder> granules;
   };
+  // A job whose copies are issued: once they are done, its granules are remapped (FinishJob).
+  struct Started {
+    Job job;
+    cudaEvent_t done = nullptr;                   // after its copies, on the lane's stream
+    std::vector<std::pair<uint64_t, int>> moved;  // (granule, where it goes: a device chunk, kOnHost, kUnmapped, kStay)
+  };
+  // Jobs a lane has started and not finished, at most.
+  static constexpr size_t kInFlight = 8;
   struct LaneState {
     std::deque<Job> jobs;
     uint32_t issued = 0;
     cudaStream_t stream = nullptr;
+    cudaStream_t gate = nullptr;    // where each post's `after` is recorded, in the order of the posts
     cudaStream_t bridge = nullptr;  // waits for the flag's values, for RecordDone's events
-    cudaEvent_t done = nullptr;
+    cudaStream_t signal = nullptr;  // writes the flag (SignalLocked)
+    cudaEvent_t done = nullptr;     // after the last job started, on `stream`
+    std::vector<cudaEvent_t> spare;  // Started::done events to use again
     uint32_t* flag = nullptr;  // pinned; the last completed seq
-    std::thread thread;
+    std::deque<Started> started;  // in the order of the jobs
+    std::thread thread, finisher;
   };
 
   CopyResidency(const CudaApi& api, int device, uint64_t budget);
   Status Init();
   ResidencyTicket Post(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
+  // A lane's two threads: one starts its jobs in order (takes the chunks, issues the copies), the other finishes
+  // them in order (waits for their copies, remaps, signals), so that a job's copies go out while the granules of
+  // the jobs before it are remapped.
   void Run(Lane lane);
-  void RunJob(Lane lane, const Job& job);
+  void RunFinisher(Lane lane);
+  // The lane's job `seq` is done: its flag takes the value, written on the lane's signal stream (mu_ held).
+  void SignalLocked(Lane lane, uint32_t seq);
+  // Takes the device chunks and issues the copies (mu_ held; may wait for an earlier move or for a chunk).
+  Started StartJob(Lane lane, Job job, std::unique_lock<std::mutex>& lock);
+  // Once its copies are done: the remaps, and the chunks given back (mu_ held).
+  void FinishJob(Lane lane, Started& started, std::unique_lock<std::mutex>& lock);
   // The granule at `addr`: its reservation's entry (mu_ held).
   Granule* Find(uint64_t addr);
   const Granule* Find(uint64_t addr) const;

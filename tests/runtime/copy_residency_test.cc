@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "policy/hw_profile.h"
 #include "runtime/residency/copy_residency.h"
 
 namespace karma::rt {
@@ -237,6 +238,41 @@ TEST_F(CopyResidencyTest, AnEventCompletesWithTheMove) {
   cudaEventDestroy(done);
   r->Finish();
   EXPECT_TRUE(Holds(*addr, kG, 10));
+}
+
+// Each lane starts its moves in order and finishes them in order on another thread: the copies of evictions posted
+// together go out back to back while the granules of the ones before them are remapped, so that n evictions take
+// about n copies and one remap, not n of each: well under n copies and n/2 remaps (simulated time, the default
+// profile's rates and host costs).
+TEST_F(CopyResidencyTest, AMovesCopiesGoOutWhileTheMoveBeforeItIsRemapped) {
+  constexpr int kMoves = 8;
+  auto r = Make(kMoves);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(kMoves * kG);
+  ASSERT_TRUE(addr.ok());
+  cudaStream_t app = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&app), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(app), cudaSuccess);
+  cudaEvent_t posted = nullptr, done = nullptr;
+  ASSERT_EQ(cudaEventCreate(&posted), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(posted, app), cudaSuccess);
+  ResidencyTicket last;
+  for (int i = 0; i < kMoves; ++i) last = r->Evict({*addr + i * kG, kG}, {});
+  ASSERT_TRUE(r->RecordDone(last, done).ok());
+  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, posted, done), cudaSuccess);
+  const policy::HwProfile& p = policy::DefaultProfile();
+  const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
+  const double remap_s = p.host.unmap_s + p.host.map_s + p.host.set_access_s;
+  EXPECT_LT(ms * 1e-3, kMoves * (copy_s + remap_s / 2));  // one after the other: n copies and n remaps
+  EXPECT_GT(ms * 1e-3, kMoves * copy_s);                  // the copy engine's time at least
+  r->Finish();
+  EXPECT_EQ(r->device_granules(), 0u);
+  cudaEventDestroy(posted);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(app);
 }
 
 TEST_F(CopyResidencyTest, RandomMovesNeverExceedTheBudgetNorLoseBytes) {

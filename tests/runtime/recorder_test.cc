@@ -121,5 +121,41 @@ TEST(FinishRecording, AStatedWriteOfPartOfAnAllocationAlsoReadsIt) {
   }
 }
 
+// Fake events: an op's start and end events are numbers, and the time between them is their difference in ms.
+cudaError_t FakeSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t FakeElapsed(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = static_cast<float>(reinterpret_cast<uintptr_t>(end) - reinterpret_cast<uintptr_t>(start));
+  return cudaSuccess;
+}
+
+// An op whose buffers were partly in host memory when it ran (the copy path before a plan: its time is the host
+// link's) takes the median duration measured for the ops of its shape that ran on the device; an op of a shape
+// nobody measured keeps none, for the cost model to estimate.
+TEST(FinishRecording, AnOpOffTheDeviceTakesTheDurationMeasuredForItsShape) {
+  Recording rec;
+  OneAllocation(rec, 4 * kMiB, {{{0, Access::kTouch}}, {{0, Access::kTouch}}, {{0, Access::kTouch}},
+                                {{0, Access::kTouch}}, {{0, Access::kTouch}}});
+  const struct {
+    uint64_t shape;
+    uintptr_t ms;
+    bool off_device;
+  } ops[] = {{1, 3, false}, {1, 5, false}, {1, 40, true}, {2, 50, true}, {1, 4, false}};
+  for (size_t i = 0; i < rec.ops.size(); ++i) {
+    rec.ops[i].shape = ops[i].shape;
+    rec.ops[i].start = reinterpret_cast<cudaEvent_t>(uintptr_t{0x1000});
+    rec.ops[i].end = reinterpret_cast<cudaEvent_t>(0x1000 + ops[i].ms);
+    rec.ops[i].off_device = ops[i].off_device;
+  }
+  CudaApi api;
+  api.cudaEventSynchronize = FakeSynchronize;
+  api.cudaEventElapsedTime = FakeElapsed;
+  auto out = FinishRecording(rec, api, TraceContext{});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->it.ops.size(), 5u);
+  EXPECT_EQ(out->it.ops[0].duration_ns, 3'000'000u);
+  EXPECT_EQ(out->it.ops[2].duration_ns, 4'000'000u);  // the median of 3, 5 and 4 ms, not the 40 it took
+  EXPECT_EQ(out->it.ops[3].duration_ns, 0u);          // no op of its shape ran on the device
+}
+
 }  // namespace
 }  // namespace karma::rt
