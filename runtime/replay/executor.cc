@@ -17,6 +17,13 @@ bool Has(const std::vector<T>& v, T x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// Waits for everything on `s`; false when that failed.
+bool Sync(const CudaApi& api, cudaStream_t s, LastErrorScope& errors) {
+  if (api.cudaStreamSynchronize(s) == cudaSuccess) return true;
+  errors.Failed();
+  return false;
+}
+
 }  // namespace
 
 Executor::Executor(const CudaApi& api, live::Stats* stats)
@@ -663,39 +670,21 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
 
 void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   const ReplayProgram::Recompute& rc = prog_->recomputes[r];
-  const ReplayProgram& p = *prog_;
-  auto reject = [&](const std::string& why) {
-    recomputes_.Reject(p, r);
-    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
-              rc.before, why);
-    request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
-  };
   if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) {
-    reject("no way to copy device memory for the check");
+    RejectLocked(r, "no way to copy device memory for the check");
     return;
   }
   // Where this iteration's buffers are is not known: the check waits for the next iteration.
   if (!allocations_.trusted()) return;
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
   if (const std::string why = PlaceLocked(rc, &redirected); !why.empty()) {
-    reject(why);
+    RejectLocked(r, why);
     return;
   }
   LastErrorScope errors(api_);
   const cudaStream_t s = StreamOf(stream);
-  struct Copy {
-    trace::BufferId b = trace::kNone;
-    Range r;
-    std::vector<unsigned char> bytes;
-  };
-  std::vector<Copy> before;
-  auto sync = [&] {
-    if (api_.cudaStreamSynchronize(s) == cudaSuccess) return true;
-    errors.Failed();
-    return false;
-  };
-  if (!sync()) {
-    reject("the stream could not be synchronized");
+  if (!Sync(api_, s, errors)) {
+    RejectLocked(r, "the stream could not be synchronized");
     return;
   }
   // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
@@ -704,84 +693,107 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
       if (evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) errors.Failed();
     }
   }
+  std::vector<BufferCopy> before;
+  if (!CopyOutLocked(rc, redirected, s, errors, &before)) {
+    RejectLocked(r, "a buffer could not be copied");
+    return;
+  }
+  if (!Sync(api_, s, errors)) {
+    RejectLocked(r, "the stream could not be synchronized");
+    return;
+  }
+  std::vector<std::vector<unsigned char>> poison;
+  // When a write fails the buffers are restored below.
+  const bool poisoned = PoisonLocked(rc, before, s, errors, &poison) && Sync(api_, s, errors);
+  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
+  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
+  if (poisoned) PopulateLocked(scratch, s);
+  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && Sync(api_, s, errors);
+  if (!scratch.empty()) {
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  }
+  if (launched && SameLocked(before, s, errors)) {
+    recomputes_.Accept(*prog_, r);
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
+              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
+    return;
+  }
+  // Put everything back as it was.
+  for (const BufferCopy& c : before) {
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  Sync(api_, s, errors);
+  RejectLocked(r, launched   ? "the recomputed buffers differ from the originals"
+                  : poisoned ? "a launch failed"
+                             : "the targets could not be overwritten for the check");
+}
+
+void Executor::RejectLocked(uint32_t r, const std::string& why) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  recomputes_.Reject(*prog_, r);
+  KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
+            rc.before, why);
+  request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
+}
+
+bool Executor::CopyOutLocked(const ReplayProgram::Recompute& rc,
+                             const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected, cudaStream_t s,
+                             LastErrorScope& errors, std::vector<BufferCopy>* copies) const {
   for (trace::BufferId b : rc.used) {
     if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
-    Copy c;
+    BufferCopy c;
     c.b = b;
     AddressLocked(b, &c.r);
     c.bytes.resize(c.r.bytes);
     if (api_.cudaMemcpyAsync(c.bytes.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes,
                              cudaMemcpyDeviceToHost, s) != cudaSuccess) {
       errors.Failed();
-      reject("a buffer could not be copied");
-      return;
+      return false;
     }
-    before.push_back(std::move(c));
+    copies->push_back(std::move(c));
   }
-  if (!sync()) {
-    reject("the stream could not be synchronized");
-    return;
-  }
-  // What a discard destroys in steady state (a target's bytes in the whole pages of its move range) gets the
-  // complement of its value first, so that a launch leaving any of those bytes as they were cannot pass.
-  std::vector<std::vector<unsigned char>> poison;
-  bool poisoned = true;
-  for (const Copy& c : before) {
+  return true;
+}
+
+bool Executor::PoisonLocked(const ReplayProgram::Recompute& rc, const std::vector<BufferCopy>& copies,
+                            cudaStream_t s, LastErrorScope& errors,
+                            std::vector<std::vector<unsigned char>>* poison) const {
+  // A launch leaving any of those bytes as they were cannot pass.
+  for (const BufferCopy& c : copies) {
     Range mr;
     if (!Has(rc.targets, c.b) || !MoveRangeLocked(c.b, &mr)) continue;
     const Range owned = OwnedPages(mr);
     const uint64_t lo = std::max(owned.addr, c.r.addr);
     const uint64_t hi = std::min(owned.addr + owned.bytes, c.r.addr + c.r.bytes);
     if (hi <= lo) continue;
-    std::vector<unsigned char>& flipped = poison.emplace_back(c.bytes.begin() + (lo - c.r.addr),
-                                                              c.bytes.begin() + (hi - c.r.addr));
+    std::vector<unsigned char>& flipped = poison->emplace_back(c.bytes.begin() + (lo - c.r.addr),
+                                                               c.bytes.begin() + (hi - c.r.addr));
     for (unsigned char& x : flipped) x = static_cast<unsigned char>(~x);
     if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(lo), flipped.data(), flipped.size(), cudaMemcpyHostToDevice, s) !=
         cudaSuccess) {
       errors.Failed();
-      poisoned = false;  // the buffers are restored below
-      break;
+      return false;
     }
   }
-  poisoned = poisoned && sync();
-  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
-  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
-  if (poisoned) PopulateLocked(scratch, s);
-  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && sync();
-  if (!scratch.empty()) {
-    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
-  }
-  bool same = launched;
+  return true;
+}
+
+bool Executor::SameLocked(const std::vector<BufferCopy>& copies, cudaStream_t s, LastErrorScope& errors) const {
   std::vector<unsigned char> after;
-  for (const Copy& c : before) {
-    if (!same) break;
+  for (const BufferCopy& c : copies) {
     after.resize(c.bytes.size());
     if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes, cudaMemcpyDeviceToHost,
                              s) != cudaSuccess ||
-        !sync()) {
+        !Sync(api_, s, errors)) {
       errors.Failed();
-      same = false;
-      break;
+      return false;
     }
-    same = after == c.bytes;
+    if (after != c.bytes) return false;
   }
-  if (same) {
-    recomputes_.Accept(p, r);
-    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
-              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
-    return;
-  }
-  // Put everything back as it was.
-  for (const Copy& c : before) {
-    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
-        cudaSuccess) {
-      errors.Failed();
-    }
-  }
-  sync();
-  reject(launched   ? "the recomputed buffers differ from the originals"
-         : poisoned ? "a launch failed"
-                    : "the targets could not be overwritten for the check");
+  return true;
 }
 
 void Executor::DivergeLocked() {

@@ -210,7 +210,28 @@ class Executor {
                       const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected,
                       const std::vector<std::vector<Range>>* populate, cudaStream_t stream);
 
+  // Recompute validation ("Recompute validation" above): a buffer's bytes copied to the host.
+  struct BufferCopy {
+    trace::BufferId b = trace::kNone;
+    Range r;
+    std::vector<unsigned char> bytes;
+  };
   void ValidateLocked(uint32_t r, StreamKey stream);
+  // Rejects recompute r for `why` and asks the session for a new plan.
+  void RejectLocked(uint32_t r, const std::string& why);
+  // Copies every buffer recompute `rc` uses but the redirected ones to the host, synchronously on `s`; false
+  // when a copy failed.
+  bool CopyOutLocked(const ReplayProgram::Recompute& rc,
+                     const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected, cudaStream_t s,
+                     LastErrorScope& errors, std::vector<BufferCopy>* copies) const;
+  // Overwrites what a discard destroys in steady state (a target's bytes in the whole pages of its move range)
+  // with the complement of its value, from host bytes kept in `poison` until the stream has synchronized; false
+  // when a write failed.
+  bool PoisonLocked(const ReplayProgram::Recompute& rc, const std::vector<BufferCopy>& copies, cudaStream_t s,
+                    LastErrorScope& errors, std::vector<std::vector<unsigned char>>* poison) const;
+  // Whether every buffer holds its copy's bytes again.
+  bool SameLocked(const std::vector<BufferCopy>& copies, cudaStream_t s, LastErrorScope& errors) const;
+
   void DivergeLocked();
 
   const CudaApi& api_;
