@@ -1,15 +1,9 @@
-// The replay executor: positions, issue of plan actions on KARMA's streams, recompute with validation, divergence,
-// and the measurements of the exit summary.
+// The replay executor: positions, issue of plan actions on KARMA's streams, recompute with validation, divergence.
 #include "runtime/replay/executor.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-#include <iterator>
 
 #include "ground/common/log.h"
-#include "ground/common/wall_time.h"
 #include "runtime/residency/arena.h"
 
 namespace karma::rt {
@@ -18,49 +12,22 @@ namespace {
 constexpr uint32_t kDivergentIterationsBeforeRerecord = 3;
 constexpr uint32_t kMaxRerecords = 3;
 
-cudaMemLocation Location(bool device, int id) {
-  cudaMemLocation l{};
-  l.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-  l.id = device ? id : 0;
-  return l;
-}
-
-constexpr const char* kCallKindNames[] = {"prefetch", "evict", "discard", "discard+prefetch", "populate at allocation",
-                                          "wait for the move threads"};
-
-}  // namespace
-
-// Adds the wall time of its scope to the thread's total and to the kind of call: how long KARMA's managed-memory
-// calls hold a thread (on an H100 a batched move held its caller for the transfer).
-class Executor::HeldFor {
- public:
-  HeldFor(live::Counter& total, CallKindStats& kind)
-      : total_(total), kind_(kind), start_(std::chrono::steady_clock::now()) {}
-  ~HeldFor() {
-    const uint64_t ns = NsSince(start_);
-    total_.fetch_add(ns, std::memory_order_relaxed);
-    kind_.ns.fetch_add(ns, std::memory_order_relaxed);
-    kind_.calls.fetch_add(1, std::memory_order_relaxed);
-  }
-  HeldFor(const HeldFor&) = delete;
-  HeldFor& operator=(const HeldFor&) = delete;
-
- private:
-  live::Counter& total_;
-  CallKindStats& kind_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-namespace {
-
 template <typename T>
 bool Has(const std::vector<T>& v, T x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// Waits for everything on `s`; false when that failed.
+bool Sync(const CudaApi& api, cudaStream_t s, LastErrorScope& errors) {
+  if (api.cudaStreamSynchronize(s) == cudaSuccess) return true;
+  errors.Failed();
+  return false;
+}
+
 }  // namespace
 
-Executor::Executor(const CudaApi& api, live::Stats* stats) : api_(api), stats_(stats) {}
+Executor::Executor(const CudaApi& api, live::Stats* stats)
+    : api_(api), stats_(stats), meter_(api), moves_(api) {}
 
 Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
 
@@ -72,17 +39,12 @@ void Executor::SetResidency(::karma::rt::Residency* residency) {
 
 void Executor::SetMoveThreads(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (on && mover_ == nullptr) mover_ = std::make_unique<Mover>();
-  if (!on && mover_ != nullptr) {
-    mover_->Drain();
-    mover_.reset();
-    recorded_by_.clear();
-  }
+  moves_.SetThreads(on);
 }
 
 void Executor::AbandonAfterFork() {
   // Not under mu_: a thread of the parent may have held it at the fork.
-  if (mover_ != nullptr) mover_->AbandonAfterFork();
+  moves_.AbandonAfterFork();
 }
 
 std::string Executor::program_summary() const {
@@ -92,24 +54,12 @@ std::string Executor::program_summary() const {
 }
 
 std::string Executor::CallsLine() const {
-  static_assert(std::size(kCallKindNames) == kCallKinds, "a name for each kind of call");
-  const uint64_t replayed = stats_->replayed_iterations.load(std::memory_order_relaxed);
-  if (replayed == 0) return {};
-  std::string line;
-  for (int k = 0; k < kCallKinds; ++k) {
-    const uint64_t calls = calls_[k].calls.load(std::memory_order_relaxed);
-    if (calls == 0) continue;
-    line += fmt::format("{}{} {:.1f} ({:.2f} ms)", line.empty() ? "" : ", ", kCallKindNames[k],
-                        static_cast<double>(calls) / static_cast<double>(replayed),
-                        static_cast<double>(calls_[k].ns.load(std::memory_order_relaxed)) / 1e6 /
-                            static_cast<double>(replayed));
-  }
-  return line.empty() ? line : "managed-memory calls per replayed iteration, wall clock: " + line;
+  return moves_.CallsLine(stats_->replayed_iterations.load(std::memory_order_relaxed));
 }
 
 std::vector<bool> Executor::rejected_ops() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return rejected_ops_;
+  return recomputes_.rejected_ops();
 }
 
 void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t base, int device, uint64_t next_op) {
@@ -118,12 +68,12 @@ void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t ba
   // Allocations are matched by their order within an iteration. Installed right at an iteration's start, a first
   // program missed the allocations the application made before that iteration's first launch.
   if (prog_ == nullptr && next_op != UINT64_MAX && next_op >= base && (next_op - base) % program->period == 0) {
-    untrusted_iteration_ = IterationIndex(next_op, base, program->period);
+    allocations_.Distrust(IterationIndex(next_op, base, program->period));
   }
   pending_ = std::move(program);
   // UINT64_MAX: from the next marker on (OnMarker sets the base); a running program goes on until then.
   if (base != UINT64_MAX || prog_ == nullptr) base_ = base;
-  device_ = device;
+  moves_.SetDevice(device);
   stats_->measures_stalls.store(1, std::memory_order_relaxed);
   armed_.store(true, std::memory_order_relaxed);
 }
@@ -134,23 +84,7 @@ void Executor::Uninstall() {
   pending_.reset();
   prog_.reset();
   running_ = false;
-  verdicts_.clear();
-}
-
-std::vector<uint64_t> Executor::VerdictKey(const ReplayProgram& p, const ReplayProgram::Recompute& rc) {
-  std::vector<uint64_t> key{p.period, rc.before, rc.ops.size()};
-  for (trace::OpId op : rc.ops) {
-    key.push_back(op);
-    key.push_back(op < p.shape.size() ? p.shape[op] : 0);
-  }
-  auto add_set = [&](std::vector<trace::BufferId> ids) {
-    std::sort(ids.begin(), ids.end());
-    key.push_back(ids.size());
-    key.insert(key.end(), ids.begin(), ids.end());
-  };
-  add_set(rc.targets);
-  add_set(rc.scratch);
-  return key;
+  recomputes_.Forget();
 }
 
 bool Executor::EnsureStreamsLocked() {
@@ -170,19 +104,6 @@ bool Executor::EnsureStreamsLocked() {
   return true;
 }
 
-cudaEvent_t Executor::EventLocked() {
-  cudaEvent_t e = nullptr;
-  if (!free_events_.empty()) {
-    e = free_events_.back();
-    free_events_.pop_back();
-  } else if (api_.cudaEventCreateWithFlags == nullptr ||
-             api_.cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
-    return nullptr;
-  }
-  used_events_.push_back(e);
-  return e;
-}
-
 cudaEvent_t Executor::RecordLocked(StreamKey stream) {
   cudaEvent_t e = EventLocked();
   if (e == nullptr || api_.cudaEventRecord(e, StreamOf(stream)) != cudaSuccess) return nullptr;
@@ -194,147 +115,52 @@ bool Executor::OrderLocked(StreamKey first, cudaStream_t then) {
   return e != nullptr && api_.cudaStreamWaitEvent(then, e, 0) == cudaSuccess;
 }
 
-void Executor::SampleDeviceLocked(uint32_t pos) {
-  size_t free = 0, total = 0;
-  if (!RealMemGetInfo(api_, &free, &total)) return;
-  const uint64_t used = total > free ? total - free : 0;
-  live::RaiseTo(peak_device_, used);
-  if (prog_ == nullptr || pos >= prog_->planned_bytes.size()) return;
-  // The copy path's pool stays full (dead values keep their chunks until needed): what it holds of live values.
-  const uint64_t held = residency_ != nullptr ? residency_->live_bytes() : used;
-  const int64_t above = static_cast<int64_t>(held) - static_cast<int64_t>(prog_->planned_bytes[pos]);
-  sampled_.Merge({.iterations = 0, .samples = 1, .peak = held, .above_min = above, .above_max = above,
-                  .above_max_at = pos});
-}
-
 Executor::Residency Executor::steady_residency() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return steady_;
-}
-
-void Executor::MeasureLocked(bool final) {
-  auto elapsed_ns = [&](cudaEvent_t a, cudaEvent_t b, double* ns) {
-    float ms = 0;
-    if (a == nullptr || b == nullptr || api_.cudaEventElapsedTime == nullptr) return false;
-    if (api_.cudaEventElapsedTime(&ms, a, b) != cudaSuccess) return false;
-    *ns = static_cast<double>(ms) * 1e6;
-    return true;
-  };
-  LastErrorScope errors(api_);
-  auto measure = [&](std::vector<Stall>& stalls) {
-    for (const Stall& s : stalls) {
-      double ns = 0;
-      if (!elapsed_ns(s.waiting, s.ready, &ns)) {
-        errors.Failed();
-        continue;
-      }
-      if (ns > 0) {
-        stats_->prefetch_misses.fetch_add(1, std::memory_order_relaxed);
-        stats_->stall_ns.fetch_add(static_cast<uint64_t>(std::llround(ns)), std::memory_order_relaxed);
-      } else {
-        stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    stalls.clear();
-  };
-  measure(stalls_to_measure_);
-  auto time_moves = [&](std::vector<Transfer>& moves) {
-    for (const Transfer& t : moves) {
-      double ns = 0;
-      if (!elapsed_ns(t.started, t.done, &ns)) {
-        errors.Failed();
-        continue;
-      }
-      link_bytes_[t.to_device ? 0 : 1] += t.bytes;
-      link_ns_[t.to_device ? 0 : 1] += std::max(ns, 0.0);
-    }
-    moves.clear();
-  };
-  if (link_to_measure_) {
-    time_moves(transfers_to_measure_);
-    link_iterations_++;
-    link_to_measure_ = false;
-  }
-  if (final && link_timing_) {
-    time_moves(transfers_);
-    link_iterations_++;
-    link_timing_ = false;
-  }
-  double busy = 0;
-  if (elapsed_ns(busy_from_, busy_to_, &busy)) {
-    stats_->busy_ns.fetch_add(static_cast<uint64_t>(std::llround(std::max(0.0, busy))), std::memory_order_relaxed);
-    if (busy_tag_.whole && busy_tag_.serial == serial_ && busy_tag_.replayed >= kTimedFrom) {
-      program_ns_.push_back(busy);
-    }
-  } else if (busy_from_ != nullptr) {
-    errors.Failed();
-  }
-  busy_from_ = busy_to_ = nullptr;
-  if (final) measure(stalls_);
-}
-
-void Executor::CheckLinkLocked() {
-  if (link_done_ || link_iterations_ < kLinkMinIterations) return;
-  bool enough = true;
-  for (size_t d = 0; d < 2; ++d) enough = enough && (link_bytes_[d] == 0 || link_bytes_[d] >= kLinkMinBytes);
-  if (!enough && link_iterations_ < kLinkMaxIterations) return;
-  link_done_ = true;
-  link_timing_ = link_to_measure_ = false;
-  transfers_.clear();
-  transfers_to_measure_.clear();
-  auto rate = [&](size_t d) {
-    return link_bytes_[d] >= kLinkMinBytes && link_ns_[d] > 0 ? static_cast<double>(link_bytes_[d]) * 1e9 / link_ns_[d]
-                                                               : 0.0;
-  };
-  link_ = LinkRates{rate(0), rate(1), link_bytes_[0], link_bytes_[1], link_iterations_};
-  if (link_.h2d_bw > 0 || link_.d2h_bw > 0) {
-    link_measured_.store(true, std::memory_order_release);
-  }
+  return meter_.steady_residency();
 }
 
 Executor::ProgramTime Executor::program_time() const {
   std::lock_guard<std::mutex> lock(mu_);
-  ProgramTime t;
-  t.program = prog_;
-  t.serial = prog_ != nullptr ? serial_ : 0;
-  t.iterations = static_cast<uint32_t>(program_ns_.size());
-  if (!program_ns_.empty()) {
-    std::vector<double> sorted = program_ns_;
-    std::sort(sorted.begin(), sorted.end());
-    t.median_ns = sorted[sorted.size() / 2];
-  }
-  return t;
+  return meter_.program_time(prog_);
 }
 
 Executor::LinkRates Executor::link_rates() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return link_done_ ? link_ : LinkRates{};
+  return meter_.link().rates();
 }
 
 void Executor::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (mover_ != nullptr) {
-    mover_->Drain();  // every event a mover job records is recorded
-    recorded_by_.clear();
-  }
-  if (api_.cudaEventSynchronize != nullptr) {
-    LastErrorScope errors(api_);
-    for (const Stall& s : stalls_) {
-      if (s.ready != nullptr && api_.cudaEventSynchronize(s.ready) != cudaSuccess) errors.Failed();
-    }
-  }
-  MeasureLocked(true);
+  moves_.Drain();  // every event a mover job records is recorded
+  meter_.Flush(*stats_);
 }
 
 void Executor::StartIterationLocked(uint64_t n) {
-  iteration_++;
+  ReplayMeter::IterationTag ended;
+  if (!EndIterationLocked(&ended)) return;
+  if (pending_ != nullptr) StartProgramLocked();
+  diverged_ = false;
+  running_ = prog_ != nullptr && EnsureStreamsLocked();
+  // Events of the iteration before the last are measured and recycled: the mover jobs recording them have run.
+  moves_.StartIteration();
+  meter_.NextIteration(*stats_);
+  if (!running_) return;
+  const ReplayProgram& p = *prog_;
+  stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
+  prefetched_.assign(p.actions, nullptr);
+  evicted_.assign(p.buffers.size(), nullptr);
+  away_.assign(p.buffers.size(), 0);
+  recomputes_.StartIteration(p);
+  allocations_.Track(p, IterationIndex(n, base_, p.period));
+  cudaEvent_t start = RecordLocked(p.stream[0]);
+  meter_.StartReplayedIteration(start, ended, p, residency_);
+  IssueLocked(0, p.stream[0]);
+}
+
+bool Executor::EndIterationLocked(ReplayMeter::IterationTag* ended) {
   // The iteration that ends here, for its time (ProgramTime).
-  const IterationTag ended{serial_, replayed_, running_ && !diverged_};
-  if (ended.whole && replayed_ >= kTimedFrom && sampled_.samples != 0) {
-    sampled_.iterations = 1;
-    steady_.Merge(sampled_);
-  }
-  sampled_ = Residency{};
+  *ended = meter_.EndIteration(running_ && !diverged_);
   if (running_ && diverged_) {
     divergent_streak_++;
   } else if (running_) {
@@ -351,7 +177,7 @@ void Executor::StartIterationLocked(uint64_t n) {
       armed_.store(false, std::memory_order_relaxed);
       prog_.reset();
       pending_.reset();
-      return;
+      return false;
     }
   }
   // The actions anchored after the last op of the iteration that just ended.
@@ -360,81 +186,24 @@ void Executor::StartIterationLocked(uint64_t n) {
   }
   last_done_ = kNoPosition;
   deferred_.clear();  // prefetches for ops of the last iteration that never came
-  if (pending_ != nullptr) {
-    prog_ = std::move(pending_);
-    pending_.reset();
-    serial_++;
-    program_ns_.clear();
-    idle_ = prog_->Idle();
-    checks_.assign(prog_->recomputes.size(), Check::kUnvalidated);
-    size_t known = 0;
-    for (size_t r = 0; r < prog_->recomputes.size(); ++r) {
-      const auto v = verdicts_.find(VerdictKey(*prog_, prog_->recomputes[r]));
-      if (v == verdicts_.end()) continue;
-      checks_[r] = v->second;
-      known++;
-    }
-    if (known != 0) KARMA_LOG(kInfo, "{} of the plan's recomputes were checked under an earlier plan", known);
-    rejected_ops_.resize(prog_->period, false);
-    launches_ = prog_->relaunch;
-    evicted_.clear();  // the previous program's buffers
-    replayed_ = 0;
-    peak_position_ = static_cast<uint32_t>(
-        std::max_element(prog_->planned_bytes.begin(), prog_->planned_bytes.end()) - prog_->planned_bytes.begin());
-    KARMA_LOG(kInfo, "replaying the plan from iteration {}: {}",
-              stats_->iteration.load(std::memory_order_relaxed), prog_->summary);
-  }
-  diverged_ = false;
-  running_ = prog_ != nullptr && EnsureStreamsLocked();
-  // Events of the iteration before the last are measured and recycled: the mover jobs recording them have run.
-  if (mover_ != nullptr) {
-    for (const Mover::Ticket& t : posted_before_) mover_->Wait(t);
-    for (auto it = recorded_by_.begin(); it != recorded_by_.end();) {
-      it = mover_->Ran(it->second) ? recorded_by_.erase(it) : std::next(it);
-    }
-    posted_before_ = mover_->Last();
-  }
-  MeasureLocked(false);
-  CheckLinkLocked();
-  free_events_.insert(free_events_.end(), measured_events_.begin(), measured_events_.end());
-  measured_events_ = std::move(used_events_);
-  used_events_.clear();
-  stalls_to_measure_ = std::move(stalls_);
-  stalls_.clear();
-  transfers_to_measure_ = std::move(transfers_);
-  transfers_.clear();
-  link_to_measure_ = link_timing_;
-  link_timing_ = false;
-  if (!running_) return;
-  const ReplayProgram& p = *prog_;
-  stats_->replayed_iterations.fetch_add(1, std::memory_order_relaxed);
-  prefetched_.assign(p.actions, nullptr);
-  evicted_.assign(p.buffers.size(), nullptr);
-  away_.assign(p.buffers.size(), 0);
-  discarded_for_.assign(p.recomputes.size(), false);
-  fresh_.assign(p.period, false);
-  launches_.resize(p.period);
-  for (uint32_t op = 0; op < p.period; ++op) {
-    if (p.in_recompute[op]) launches_[op] = p.relaunch[op];  // until this iteration's launch replaces it
-  }
-  TrackAllocationsLocked(p, IterationIndex(n, base_, p.period));
-  cudaEvent_t start = RecordLocked(p.stream[0]);
-  busy_from_ = iteration_start_;
-  busy_to_ = start;
-  busy_tag_ = ended;
-  iteration_start_ = start;
-  // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
-  // second on, at its start and where the plan holds the most.
-  if (++replayed_ > 1) SampleDeviceLocked(0);
-  link_timing_ = !link_done_ && replayed_ > 1 && residency_ == nullptr;  // the first one's moves share the link with paging
-  IssueLocked(0, p.stream[0]);
+  return true;
+}
+
+void Executor::StartProgramLocked() {
+  prog_ = std::move(pending_);
+  pending_.reset();
+  idle_ = prog_->Idle();
+  meter_.StartProgram(*prog_);
+  recomputes_.StartProgram(*prog_);
+  evicted_.clear();  // the previous program's buffers
+  KARMA_LOG(kInfo, "replaying the plan from iteration {}: {}",
+            stats_->iteration.load(std::memory_order_relaxed), prog_->summary);
 }
 
 void Executor::SetLaunch(uint32_t position, Relaunch launch) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (prog_ == nullptr || position >= launches_.size() || launch == nullptr) return;
-  launches_[position] = std::move(launch);
-  fresh_[position] = true;
+  if (prog_ == nullptr) return;
+  recomputes_.SetLaunch(position, std::move(launch));
 }
 
 uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wants_launch) {
@@ -475,9 +244,9 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       errors.Failed();  // cudaErrorNotReady is not the application's
       cudaEvent_t waiting = RecordLocked(stream);
       if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
-      stalls_.push_back({waiting, done});
+      meter_.Stall(waiting, done);
     }
-    if (pos == peak_position_ && replayed_ > 1) SampleDeviceLocked(pos);
+    meter_.SampleAtPeak(pos, prog_.get(), residency_);
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back
@@ -521,9 +290,8 @@ bool Executor::AddressLocked(trace::BufferId b, Range* r) const {
     r->addr = rb.address;
     return true;
   }
-  if (rb.alloc_ordinal >= alloc_base_.size()) return false;
-  const uint64_t base = alloc_base_[rb.alloc_ordinal];
-  if (base == 0 || alloc_freed_[rb.alloc_ordinal]) return false;
+  const uint64_t base = allocations_.Live(rb.alloc_ordinal);
+  if (base == 0) return false;
   r->addr = base;
   return true;
 }
@@ -541,29 +309,6 @@ bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
 
 bool Executor::Movable(trace::BufferId b) const { return rt::Movable(prog_->buffers[b].origin); }
 
-Executor::Batch::Batch(const std::vector<Range>& ranges) {
-  for (const Range& r : ranges) {
-    ptrs.push_back(reinterpret_cast<void*>(r.addr));
-    sizes.push_back(r.bytes);
-  }
-}
-
-bool Executor::DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s) {
-  // The batch call refuses the legacy default stream.
-  if (api_.cudaMemDiscardAndPrefetchBatchAsync == nullptr || s == nullptr || s == cudaStreamLegacy) return false;
-  HeldFor held(stats_->app_move_ns, calls_[kDiscardAndPrefetchCall]);
-  LastErrorScope errors(api_);
-  Batch b(ranges);
-  cudaMemLocation loc = Location(true, device_);
-  size_t first = 0;
-  if (api_.cudaMemDiscardAndPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) !=
-      cudaSuccess) {
-    errors.Failed();
-    return false;
-  }
-  return true;
-}
-
 void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
   if (ranges.empty()) return;
   if (residency_ != nullptr) {
@@ -574,7 +319,7 @@ void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) 
     if (made != nullptr && api_.cudaStreamWaitEvent(s, made, 0) != cudaSuccess) errors.Failed();
     return;
   }
-  if (!DiscardAndPrefetchLocked(ranges, s)) PrefetchLocked(ranges, s, true);
+  if (!moves_.DiscardAndPrefetch(*stats_, ranges, s)) moves_.Prefetch(*stats_, ranges, s, true);
 }
 
 uint64_t Executor::ScratchBytes(trace::BufferId b) const { return AlignUp(prog_->buffers[b].bytes, page_); }
@@ -634,46 +379,6 @@ cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<
   return done;
 }
 
-void Executor::PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
-                              cudaMemLocation loc, bool batch) {
-  if (ranges.empty()) return;
-  LastErrorScope errors(api);
-  // The batch call refuses the legacy default stream.
-  if (batch && ranges.size() > 1 && api.cudaMemPrefetchBatchAsync != nullptr && s != nullptr &&
-      s != cudaStreamLegacy) {
-    Batch b(ranges);
-    size_t first = 0;
-    if (api.cudaMemPrefetchBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), &loc, &first, 1, 0, s) ==
-        cudaSuccess) {
-      return;
-    }
-    errors.Failed();
-  }
-  if (api.cudaMemPrefetchAsync == nullptr) return;
-  for (const Range& r : ranges) {
-    if (api.cudaMemPrefetchAsync(reinterpret_cast<const void*>(r.addr), r.bytes, loc, 0, s) != cudaSuccess) {
-      errors.Failed();
-    }
-  }
-}
-
-void Executor::PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device) {
-  HeldFor held(stats_->app_move_ns, calls_[to_device ? kPrefetchCall : kEvictCall]);
-  PrefetchRanges(api_, ranges, s, Location(to_device, device_), batch_moves_);
-}
-
-bool Executor::DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s) {
-  if (api_.cudaMemDiscardBatchAsync == nullptr) return false;
-  HeldFor held(stats_->app_move_ns, calls_[kDiscardCall]);
-  LastErrorScope errors(api_);
-  Batch b(ranges);
-  if (api_.cudaMemDiscardBatchAsync(b.ptrs.data(), b.sizes.data(), b.ptrs.size(), 0, s) != cudaSuccess) {
-    errors.Failed();
-    return false;
-  }
-  return true;
-}
-
 cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                                  bool to_device) {
   uint64_t bytes = 0;
@@ -684,50 +389,17 @@ cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>&
   }
   cudaEvent_t done = EventLocked();
   // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
-  cudaEvent_t started = link_timing_ && done != nullptr ? EventLocked() : nullptr;
-  if (started != nullptr) transfers_.push_back({started, done, bytes, to_device});
-  live::Counter& held_ns = mover_ != nullptr ? stats_->mover_move_ns : stats_->app_move_ns;
-  CallKindStats& kind = calls_[to_device ? kPrefetchCall : kEvictCall];
-  auto issue = [&api = api_, &held_ns, &kind, s, waits, ranges = std::move(ranges),
-                loc = Location(to_device, device_), batch = batch_moves_, done, started] {
-    HeldFor held(held_ns, kind);
-    LastErrorScope errors(api);
-    for (cudaEvent_t w : waits) {
-      if (w != nullptr && api.cudaStreamWaitEvent(s, w, 0) != cudaSuccess) errors.Failed();
-    }
-    if (started != nullptr && api.cudaEventRecord(started, s) != cudaSuccess) errors.Failed();
-    PrefetchRanges(api, ranges, s, loc, batch);
-    if (done != nullptr && api.cudaEventRecord(done, s) != cudaSuccess) errors.Failed();
-  };
-  if (mover_ == nullptr) {
-    issue();
-    return done;
-  }
-  // The lane's jobs and the jobs recording the events this one waits for run first.
-  std::vector<Mover::Ticket> after;
-  for (cudaEvent_t w : waits) {
-    auto it = recorded_by_.find(w);
-    if (it != recorded_by_.end()) after.push_back(it->second);
-  }
-  const Mover::Ticket t = mover_->Post(s == in_ ? 0 : 1, std::move(after), std::move(issue));
-  if (done != nullptr) recorded_by_[done] = t;
+  cudaEvent_t started = meter_.link().timing() && done != nullptr ? EventLocked() : nullptr;
+  if (started != nullptr) meter_.link().Add({started, done, bytes, to_device});
+  moves_.Move(*stats_, s == in_ ? 0 : 1, s, waits, std::move(ranges), to_device, done, started);
   return done;
-}
-
-void Executor::ReadyLocked(cudaEvent_t e) {
-  if (mover_ == nullptr || e == nullptr) return;
-  auto it = recorded_by_.find(e);
-  if (it == recorded_by_.end()) return;
-  HeldFor held(stats_->app_move_ns, calls_[kMoverWait]);
-  mover_->Wait(it->second);
-  recorded_by_.erase(it);
 }
 
 void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   const std::vector<ReplayProgram::Item>& items = p.after[k];
   if (items.empty()) return;
-  if (replayed_ > 1) SampleDeviceLocked(k);  // the op about to run is op k (k = period: the iteration's end)
+  meter_.SampleAt(k, prog_.get(), residency_);  // the op about to run is op k (k = period: the iteration's end)
   LastErrorScope errors(api_);
   cudaEvent_t anchor = RecordLocked(stream);
   if (anchor == nullptr) {
@@ -742,7 +414,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     if (!Movable(it.buffer) || !MoveRangeLocked(it.buffer, &r) || r.bytes == 0) continue;
     ReplayProgram::Move move = it.move;
     if (move == ReplayProgram::Move::kDiscard &&
-        (checks_[it.recompute] != Check::kValid || alloc_iteration_ == untrusted_iteration_)) {
+        (recomputes_.check(it.recompute) != RecomputeState::Check::kValid || !allocations_.trusted())) {
       move = ReplayProgram::Move::kEvict;  // not (yet) trusted to rebuild it, or not here: keep the value
     }
     switch (move) {
@@ -761,7 +433,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
       case ReplayProgram::Move::kDiscard:
         drop.push_back(r);
         drop_ids.push_back(it.buffer);
-        discarded_for_[it.recompute] = true;
+        recomputes_.Discarded(it.recompute);
         break;
     }
   }
@@ -781,7 +453,7 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     }
   } else if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
     if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
-    DiscardLocked(drop, aux_);
+    moves_.Discard(*stats_, drop, aux_);
     // Nothing later on the application's stream may run before the discard has happened.
     if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
     for (size_t i = 0; i < drop.size(); ++i) {
@@ -896,7 +568,7 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
     slot->free_after = last;
     offset_of[g] = slot->offset;
   }
-  if (scratch_bytes_ < scratch_needed) {
+  if (scratch_.bytes < scratch_needed) {
     void* s = nullptr;
     LastErrorScope errors(api_);
     if (residency_ != nullptr) {
@@ -908,10 +580,9 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
       errors.Failed();
       return "no scratch memory";
     }
-    scratch_ = reinterpret_cast<uint64_t>(s);  // the smaller one is kept: scratch is never freed (cudaFree syncs)
-    scratch_bytes_ = scratch_needed;
+    scratch_ = {reinterpret_cast<uint64_t>(s), scratch_needed};  // the smaller one is kept: never freed
   }
-  for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_ + offset_of[g]});
+  for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_.addr + offset_of[g]});
   return {};
 }
 
@@ -921,7 +592,7 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
   const ReplayProgram& p = *prog_;
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const trace::OpId op = rc.ops[i];
-    const Relaunch& launch = launches_[op];
+    const Relaunch& launch = recomputes_.launch(op);
     if (launch == nullptr) return false;
     if (populate != nullptr) PopulateLocked((*populate)[i], stream);
     AddressMap map;
@@ -929,9 +600,9 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
       const ReplayBuffer& rb = p.buffers[b];
       // Where the launch's pointer points: this iteration's place for a fresh launch, the recording's else.
       uint64_t from = rb.address;
-      if (fresh_[op] && rb.allocated_inside) {
-        if (rb.alloc_ordinal >= alloc_base_.size() || alloc_base_[rb.alloc_ordinal] == 0) continue;
-        from = alloc_base_[rb.alloc_ordinal];
+      if (recomputes_.fresh(op) && rb.allocated_inside) {
+        from = allocations_.Placed(rb.alloc_ordinal);
+        if (from == 0) continue;
       }
       uint64_t to = 0;
       for (const auto& [gone, scratch] : redirected) {
@@ -949,12 +620,11 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
 
 void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   const ReplayProgram::Recompute& rc = prog_->recomputes[r];
-  if (checks_[r] == Check::kUnvalidated) {
+  if (recomputes_.check(r) == RecomputeState::Check::kUnvalidated) {
     ValidateLocked(r, stream);
     return;
   }
-  if (!discarded_for_[r]) return;  // its targets kept their values (evicted): demand paging brings them
-  discarded_for_[r] = false;
+  if (!recomputes_.TakeDiscarded(r)) return;  // its targets kept their values (evicted): demand paging brings them
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
   const std::string unplaced = PlaceLocked(rc, &redirected);
   bool ok = unplaced.empty();
@@ -995,7 +665,7 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
     LastErrorScope errors(api_);
     if (!OrderLocked(stream, aux_)) {
       errors.Failed();
-    } else if (DiscardLocked(scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
+    } else if (moves_.Discard(*stats_, scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
       errors.Failed();
     }
   }
@@ -1003,41 +673,21 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
 
 void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   const ReplayProgram::Recompute& rc = prog_->recomputes[r];
-  const ReplayProgram& p = *prog_;
-  auto reject = [&](const std::string& why) {
-    checks_[r] = Check::kRejected;
-    verdicts_[VerdictKey(p, rc)] = Check::kRejected;
-    for (trace::OpId op : rc.ops) rejected_ops_[op] = true;
-    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
-              rc.before, why);
-    request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
-  };
   if (api_.cudaMemcpyAsync == nullptr || api_.cudaStreamSynchronize == nullptr) {
-    reject("no way to copy device memory for the check");
+    RejectLocked(r, "no way to copy device memory for the check");
     return;
   }
   // Where this iteration's buffers are is not known: the check waits for the next iteration.
-  if (alloc_iteration_ == untrusted_iteration_) return;
+  if (!allocations_.trusted()) return;
   std::vector<std::pair<trace::BufferId, uint64_t>> redirected;
   if (const std::string why = PlaceLocked(rc, &redirected); !why.empty()) {
-    reject(why);
+    RejectLocked(r, why);
     return;
   }
   LastErrorScope errors(api_);
   const cudaStream_t s = StreamOf(stream);
-  struct Copy {
-    trace::BufferId b = trace::kNone;
-    Range r;
-    std::vector<unsigned char> bytes;
-  };
-  std::vector<Copy> before;
-  auto sync = [&] {
-    if (api_.cudaStreamSynchronize(s) == cudaSuccess) return true;
-    errors.Failed();
-    return false;
-  };
-  if (!sync()) {
-    reject("the stream could not be synchronized");
+  if (!Sync(api_, s, errors)) {
+    RejectLocked(r, "the stream could not be synchronized");
     return;
   }
   // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
@@ -1046,85 +696,107 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
       if (evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) errors.Failed();
     }
   }
+  std::vector<BufferCopy> before;
+  if (!CopyOutLocked(rc, redirected, s, errors, &before)) {
+    RejectLocked(r, "a buffer could not be copied");
+    return;
+  }
+  if (!Sync(api_, s, errors)) {
+    RejectLocked(r, "the stream could not be synchronized");
+    return;
+  }
+  std::vector<std::vector<unsigned char>> poison;
+  // When a write fails the buffers are restored below.
+  const bool poisoned = PoisonLocked(rc, before, s, errors, &poison) && Sync(api_, s, errors);
+  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
+  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
+  if (poisoned) PopulateLocked(scratch, s);
+  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && Sync(api_, s, errors);
+  if (!scratch.empty()) {
+    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+  }
+  if (launched && SameLocked(before, s, errors)) {
+    recomputes_.Accept(*prog_, r);
+    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
+              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
+    return;
+  }
+  // Put everything back as it was.
+  for (const BufferCopy& c : before) {
+    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
+        cudaSuccess) {
+      errors.Failed();
+    }
+  }
+  Sync(api_, s, errors);
+  RejectLocked(r, launched   ? "the recomputed buffers differ from the originals"
+                  : poisoned ? "a launch failed"
+                             : "the targets could not be overwritten for the check");
+}
+
+void Executor::RejectLocked(uint32_t r, const std::string& why) {
+  const ReplayProgram::Recompute& rc = prog_->recomputes[r];
+  recomputes_.Reject(*prog_, r);
+  KARMA_LOG(kInfo, "recompute of {} launch{} before op {} rejected: {}", rc.ops.size(), rc.ops.size() == 1 ? "" : "es",
+            rc.before, why);
+  request_.store(static_cast<uint8_t>(Request::kReplan), std::memory_order_release);
+}
+
+bool Executor::CopyOutLocked(const ReplayProgram::Recompute& rc,
+                             const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected, cudaStream_t s,
+                             LastErrorScope& errors, std::vector<BufferCopy>* copies) const {
   for (trace::BufferId b : rc.used) {
     if (std::any_of(redirected.begin(), redirected.end(), [&](const auto& g) { return g.first == b; })) continue;
-    Copy c;
+    BufferCopy c;
     c.b = b;
     AddressLocked(b, &c.r);
     c.bytes.resize(c.r.bytes);
     if (api_.cudaMemcpyAsync(c.bytes.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes,
                              cudaMemcpyDeviceToHost, s) != cudaSuccess) {
       errors.Failed();
-      reject("a buffer could not be copied");
-      return;
+      return false;
     }
-    before.push_back(std::move(c));
+    copies->push_back(std::move(c));
   }
-  if (!sync()) {
-    reject("the stream could not be synchronized");
-    return;
-  }
-  // What a discard destroys in steady state (a target's bytes in the whole pages of its move range) gets the
-  // complement of its value first, so that a launch leaving any of those bytes as they were cannot pass.
-  std::vector<std::vector<unsigned char>> poison;
-  bool poisoned = true;
-  for (const Copy& c : before) {
+  return true;
+}
+
+bool Executor::PoisonLocked(const ReplayProgram::Recompute& rc, const std::vector<BufferCopy>& copies,
+                            cudaStream_t s, LastErrorScope& errors,
+                            std::vector<std::vector<unsigned char>>* poison) const {
+  // A launch leaving any of those bytes as they were cannot pass.
+  for (const BufferCopy& c : copies) {
     Range mr;
     if (!Has(rc.targets, c.b) || !MoveRangeLocked(c.b, &mr)) continue;
     const Range owned = OwnedPages(mr);
     const uint64_t lo = std::max(owned.addr, c.r.addr);
     const uint64_t hi = std::min(owned.addr + owned.bytes, c.r.addr + c.r.bytes);
     if (hi <= lo) continue;
-    std::vector<unsigned char>& flipped = poison.emplace_back(c.bytes.begin() + (lo - c.r.addr),
-                                                              c.bytes.begin() + (hi - c.r.addr));
+    std::vector<unsigned char>& flipped = poison->emplace_back(c.bytes.begin() + (lo - c.r.addr),
+                                                               c.bytes.begin() + (hi - c.r.addr));
     for (unsigned char& x : flipped) x = static_cast<unsigned char>(~x);
     if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(lo), flipped.data(), flipped.size(), cudaMemcpyHostToDevice, s) !=
         cudaSuccess) {
       errors.Failed();
-      poisoned = false;  // the buffers are restored below
-      break;
+      return false;
     }
   }
-  poisoned = poisoned && sync();
-  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
-  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
-  if (poisoned) PopulateLocked(scratch, s);
-  const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && sync();
-  if (!scratch.empty()) {
-    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
-  }
-  bool same = launched;
+  return true;
+}
+
+bool Executor::SameLocked(const std::vector<BufferCopy>& copies, cudaStream_t s, LastErrorScope& errors) const {
   std::vector<unsigned char> after;
-  for (const Copy& c : before) {
-    if (!same) break;
+  for (const BufferCopy& c : copies) {
     after.resize(c.bytes.size());
     if (api_.cudaMemcpyAsync(after.data(), reinterpret_cast<const void*>(c.r.addr), c.r.bytes, cudaMemcpyDeviceToHost,
                              s) != cudaSuccess ||
-        !sync()) {
+        !Sync(api_, s, errors)) {
       errors.Failed();
-      same = false;
-      break;
+      return false;
     }
-    same = after == c.bytes;
+    if (after != c.bytes) return false;
   }
-  if (same) {
-    checks_[r] = Check::kValid;
-    verdicts_[VerdictKey(p, rc)] = Check::kValid;
-    KARMA_LOG(kInfo, "recompute of {} launch{} before op {} validated ({} buffers bit-identical)", rc.ops.size(),
-              rc.ops.size() == 1 ? "" : "es", rc.before, before.size());
-    return;
-  }
-  // Put everything back as it was.
-  for (const Copy& c : before) {
-    if (api_.cudaMemcpyAsync(reinterpret_cast<void*>(c.r.addr), c.bytes.data(), c.r.bytes, cudaMemcpyHostToDevice, s) !=
-        cudaSuccess) {
-      errors.Failed();
-    }
-  }
-  sync();
-  reject(launched   ? "the recomputed buffers differ from the originals"
-         : poisoned ? "a launch failed"
-                    : "the targets could not be overwritten for the check");
+  return true;
 }
 
 void Executor::DivergeLocked() {
@@ -1133,7 +805,7 @@ void Executor::DivergeLocked() {
   // Buffers discarded for a recompute that will not run now: rebuild them before anything else can read them.
   const ReplayProgram& p = *prog_;
   for (uint32_t r = 0; r < p.recomputes.size(); ++r) {
-    if (discarded_for_[r]) RunRecomputeLocked(r, p.stream[p.recomputes[r].before]);
+    if (recomputes_.discarded(r)) RunRecomputeLocked(r, p.stream[p.recomputes[r].before]);
   }
 }
 
@@ -1144,42 +816,17 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   if (running_ && arena_block && !idle_ && residency_ == nullptr && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
-    HeldFor held(stats_->app_move_ns, calls_[kAllocationCall]);
-    LastErrorScope errors(api_);
-    const StreamKey key = stream == kSyncStream ? 0 : stream;
-    if (api_.cudaMemPrefetchAsync(reinterpret_cast<const void*>(addr), size, Location(true, device_), 0,
-                                  StreamOf(key)) != cudaSuccess) {
-      errors.Failed();
-    }
+    moves_.PopulateAllocation(*stats_, addr, size, stream);
   }
-  TrackAllocationsLocked(*p, IterationIndex(next_op, base_, p->period));
-  const uint32_t k = ordinal_++;
-  if (k >= alloc_base_.size()) return;
-  if (p->alloc_size[k] != size) {
-    // Not the allocation the recording saw here: none of this iteration's later ones can be trusted either.
-    alloc_base_.assign(alloc_base_.size(), 0);
-    ordinal_ = static_cast<uint32_t>(alloc_base_.size());
-    return;
-  }
-  alloc_base_[k] = addr;
-}
-
-void Executor::TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration) {
-  if (iteration == alloc_iteration_) return;
-  alloc_iteration_ = iteration;
-  alloc_base_.assign(p.alloc_size.size(), 0);
-  alloc_freed_.assign(p.alloc_size.size(), false);
-  // An untrusted iteration counts no allocation: every ordinal stays unknown.
-  ordinal_ = iteration == untrusted_iteration_ ? static_cast<uint32_t>(alloc_base_.size()) : 0;
+  allocations_.Track(*p, IterationIndex(next_op, base_, p->period));
+  allocations_.Add(*p, addr, size);
 }
 
 void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena_block,
                       std::span<const std::pair<uint64_t, uint64_t>> slab_pages) {
   std::lock_guard<std::mutex> lock(mu_);
   if (prog_ == nullptr) return;
-  for (size_t k = 0; k < alloc_base_.size(); ++k) {
-    if (alloc_base_[k] == addr) alloc_freed_[k] = true;
-  }
+  allocations_.Freed(addr);
   // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
   // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
   try {
@@ -1194,7 +841,7 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
       errors.Failed();
       return;
     }
-    if (DiscardLocked(drop, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
+    if (moves_.Discard(*stats_, drop, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
   } catch (...) {
     // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }

@@ -2,27 +2,26 @@
 // and recomputes on its own streams, ordered against the application's streams with events.
 #pragma once
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ground/common/live_stats.h"
 #include "ground/common/managed_pages.h"
-#include "runtime/residency/residency.h"
 #include "runtime/base/cuda_api.h"
-#include "runtime/residency/mover.h"
 #include "runtime/observe/ops.h"
+#include "runtime/replay/iteration_allocations.h"
+#include "runtime/replay/managed_moves.h"
+#include "runtime/replay/meter.h"
+#include "runtime/replay/recompute_state.h"
 #include "runtime/replay/replay_program.h"
+#include "runtime/residency/residency.h"
 
 namespace karma::rt {
 
@@ -50,12 +49,12 @@ namespace karma::rt {
 //
 // Measurements (the exit summary and the live view): bytes moved, recomputed launches, "faults" — reads of a
 // buffer the executor had moved off the device and not brought back, which demand paging serves — prefetch
-// hits (complete when needed) and misses, stalls — for each miss, the time from when the waiting stream would
-// have started the op to the prefetch's completion, from CUDA events — and iteration times between iteration
-// starts, also from events on the application's stream. Peak device residency comes from cudaMemGetInfo, sampled
-// at each iteration start and at the op where the plan holds the most, from the second replayed iteration on.
-// The wall time each thread spends inside the managed-memory calls (and the application's threads waiting for the
-// mover threads) is summed per side: on an H100 a batched move held its caller for the transfer.
+// hits (complete when needed) and misses; stalls, iteration times, the host link and device residency come from
+// ReplayMeter (meter.h), the time the managed-memory calls hold their threads from ManagedMoves
+// (managed_moves.h).
+//
+// Locking: mu_ guards the executor's state. Functions named *Locked run under it, and so do the functions of the
+// objects the executor keeps its parts in (meter_, moves_, allocations_, recomputes_), but those that say otherwise.
 class Executor {
  public:
   static constexpr uint32_t kNoPosition = UINT32_MAX;
@@ -64,7 +63,7 @@ class Executor {
   ~Executor();
   // Prefetches and evictions that leave together go in one batched call (default), or one call per range
   // (KARMA_BATCH_MOVES=0).
-  void SetBatchMoves(bool on) { batch_moves_ = on; }
+  void SetBatchMoves(bool on) { moves_.SetBatch(on); }
   // Prefetches and evictions are issued from two threads of the executor's own (one per direction) instead of
   // inside the application's launch (KARMA_MOVE_THREADS=1): on an H100 a batched move blocked its caller for the
   // transfer. Set before the first program is installed.
@@ -115,62 +114,24 @@ class Executor {
   enum class Request : uint8_t { kNone = 0, kRerecord = 1, kReplan = 2 };
   Request TakeRequest() { return static_cast<Request>(request_.exchange(0, std::memory_order_acq_rel)); }
   std::vector<bool> rejected_ops() const;
-  // The host link as the plan's moves found it: per direction, the bytes the plan's prefetches (to the device) or
-  // evictions (to the host) moved over the time from each move's start on its stream to its completion (CUDA
-  // events), summed over replayed iterations from the second of each program on, until each direction that moves
-  // has moved enough to tell (kLinkMinBytes; kLinkMaxIterations at most). Measured once per process; a rate is 0
-  // where too little moved that way. The session plans again with rates that depart from its profile's.
-  struct LinkRates {
-    double h2d_bw = 0, d2h_bw = 0;  // bytes/s
-    uint64_t h2d_bytes = 0, d2h_bytes = 0;
-    uint32_t iterations = 0;
-  };
-  static constexpr uint64_t kLinkMinBytes = 16ull << 20;
-  static constexpr uint32_t kLinkMinIterations = 2, kLinkMaxIterations = 8;
+  // The host link as the plan's moves found it (LinkMeter): the session plans again with rates that depart from
+  // its profile's.
+  using LinkRates = LinkMeter::Rates;
+  static constexpr uint64_t kLinkMinBytes = LinkMeter::kMinBytes;
+  static constexpr uint32_t kLinkMinIterations = LinkMeter::kMinIterations;
+  static constexpr uint32_t kLinkMaxIterations = LinkMeter::kMaxIterations;
   LinkRates link_rates() const;
-  // The running program's steady iteration time: CUDA events at iteration starts on the application's stream,
-  // from its kTimedFrom-th replayed iteration on (the first validates recomputes), iterations that did not diverge.
-  // `serial` numbers the programs in the order they started running (0: none yet).
-  struct ProgramTime {
-    std::shared_ptr<const ReplayProgram> program;
-    uint64_t serial = 0;
-    uint32_t iterations = 0;  // timed so far
-    double median_ns = 0;     // of those (0: none)
-  };
-  static constexpr uint32_t kTimedFrom = 2;
-  ProgramTime program_time() const;
   // True once, when link_rates() has become final with a rate measured.
-  bool TakeLinkMeasured() {
-    return link_measured_.load(std::memory_order_relaxed) && link_measured_.exchange(false, std::memory_order_acq_rel);
-  }
+  bool TakeLinkMeasured() { return meter_.link().TakeMeasured(); }
+  // The running program's steady iteration time (ReplayMeter::ProgramTime).
+  using ProgramTime = ReplayMeter::ProgramTime;
+  static constexpr uint32_t kTimedFrom = ReplayMeter::kTimedFrom;
+  ProgramTime program_time() const;
   // Measurements of iterations that have completed; called at shutdown for the last ones.
   void Flush();
-  uint64_t peak_device_bytes() const { return peak_device_.load(std::memory_order_relaxed); }
-  // Device residency in steady replayed iterations (from a program's kTimedFrom-th replayed iteration on, those
-  // that did not diverge; the last one, which no iteration start ends, is left out): cudaMemGetInfo's used bytes
-  // where residency is sampled, and how far they exceed what the program holds for the op about to run there
-  // (the plan's device bytes). The least excess is memory outside the plan present
-  // throughout (the CUDA context beyond what it held before the first allocation, modules loaded since, library
-  // memory, buffers' page rounding); the rest of the most is what the replay held beyond the program.
-  struct Residency {
-    uint32_t iterations = 0;
-    uint32_t samples = 0;
-    uint64_t peak = 0;                     // most used bytes (the copy path: its live values)
-    int64_t above_min = 0, above_max = 0;  // used less the plan's bytes: least and most
-    uint32_t above_max_at = 0;             // the position of the most
-    // Adds `other`'s samples (and iterations).
-    void Merge(const Residency& other) {
-      if (other.samples == 0) return;
-      if (samples == 0 || other.above_min < above_min) above_min = other.above_min;
-      if (samples == 0 || other.above_max > above_max) {
-        above_max = other.above_max;
-        above_max_at = other.above_max_at;
-      }
-      peak = std::max(peak, other.peak);
-      samples += other.samples;
-      iterations += other.iterations;
-    }
-  };
+  uint64_t peak_device_bytes() const { return meter_.peak_device_bytes(); }
+  // Device residency in steady replayed iterations (ReplayMeter::Residency).
+  using Residency = ReplayMeter::Residency;
   Residency steady_residency() const;
   // The managed-memory calls per replayed iteration by kind, with the wall time they held their threads (empty
   // before a replay): for the log at exit.
@@ -178,24 +139,7 @@ class Executor {
   std::string program_summary() const;
 
  private:
-  enum class Check : uint8_t { kUnvalidated = 0, kValid = 1, kRejected = 2 };
-  // Kinds of managed-memory call (and the wait for a mover job), for CallsLine.
-  enum CallKind : int {
-    kPrefetchCall, kEvictCall, kDiscardCall, kDiscardAndPrefetchCall, kAllocationCall, kMoverWait, kCallKinds
-  };
-  struct CallKindStats {
-    std::atomic<uint64_t> calls{0}, ns{0};
-  };
-  class HeldFor;
-  struct Range {
-    uint64_t addr = 0, bytes = 0;
-  };
-  // The pointer and size arrays of the batch calls (cudaMem*BatchAsync) for `ranges`.
-  struct Batch {
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
-    explicit Batch(const std::vector<Range>& ranges);
-  };
+  using Range = AddressRange;
   // The whole residency pages inside `r` (empty when it owns none): only those move without taking a neighbour's
   // bytes along.
   Range OwnedPages(const Range& r) const;
@@ -209,25 +153,25 @@ class Executor {
                                   const std::vector<Range>& ranges);
 
   bool EnsureStreamsLocked();
-  cudaEvent_t EventLocked();
+  // An event of the meter's pool.
+  cudaEvent_t EventLocked() { return meter_.Event(); }
   cudaEvent_t RecordLocked(StreamKey stream);
   // Work given to `then` from now on runs after everything given to `first` so far (an event recorded on `first`,
   // waited for by `then`); false when either call failed.
   bool OrderLocked(StreamKey first, cudaStream_t then);
+  // At op number n, position 0 of an iteration: ends the last iteration, starts a pending program, and issues what
+  // the plan issues at the start.
   void StartIterationLocked(uint64_t n);
+  // Ends the running iteration (its time, its residency samples, divergence in a row, the actions anchored after
+  // its last op); false when repeated divergence stops the replay for a new recording.
+  bool EndIterationLocked(ReplayMeter::IterationTag* ended);
+  // The pending program runs from this iteration on.
+  void StartProgramLocked();
   // Which iteration op number n belongs to, for allocation tracking: each marker starts a new count (positions
   // restart there), so that iterations stay distinct when every one starts at position 0 of a new base.
   uint64_t IterationIndex(uint64_t n, uint64_t base, uint32_t period) const {
     return (marks_ << 32) | ((n - base) / period);
   }
-  // Allocations are counted per iteration (the first allocation, or the start, of an iteration resets them).
-  void TrackAllocationsLocked(const ReplayProgram& p, uint64_t iteration);
-  void MeasureLocked(bool final);
-  // Once enough moves are timed: the rates (link_), and TakeLinkMeasured() says so.
-  void CheckLinkLocked();
-  // Samples cudaMemGetInfo for the run's peak and, where the program's bytes for the op at `pos` are known
-  // (`pos` < period), for the iteration's residency against the plan.
-  void SampleDeviceLocked(uint32_t pos);
   // Where buffer b is now; false when its allocation is not live in this iteration.
   bool AddressLocked(trace::BufferId b, Range* r) const;
   // The range a prefetch, eviction or discard of b covers: its bytes, or its arena block's whole pages.
@@ -241,28 +185,18 @@ class Executor {
   // Issues deferred prefetch batches in order while their room is there, and up to the one holding
   // `needed_action` (a swap-in an op is about to wait for) regardless.
   void IssueDeferredLocked(uint32_t needed_action);
-  // Prefetches `ranges` to `loc` on `s`: one batched call where allowed (`batch`), else one call per range. Uses
-  // nothing of the executor's state (mover threads call it).
-  static void PrefetchRanges(const CudaApi& api, const std::vector<Range>& ranges, cudaStream_t s,
-                             cudaMemLocation loc, bool batch);
-  void PrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s, bool to_device);
   // Prefetches `ranges` to the device (or evicts them to the host) on `s` after `waits`, counts their bytes as
-  // prefetched (evicted), and returns an event recorded after them: on this thread, or queued on the mover's lane
-  // for `s` when there is a mover (the event is recorded once that job has run: ReadyLocked).
+  // prefetched (evicted), and returns an event recorded after them: through the residency on the copy path, else
+  // managed-memory calls (ManagedMoves::Move: the event is recorded once a mover job has run, ReadyLocked).
   cudaEvent_t MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
                          bool to_device);
   // Before this thread uses an event a mover job records: waits until the job has run.
-  void ReadyLocked(cudaEvent_t e);
+  void ReadyLocked(cudaEvent_t e) { moves_.Ready(*stats_, e); }
   // Pages whose values are dead (a recompute's discarded targets, its scratch) made resident on the device without
   // a transfer, with one discard-and-prefetch call: on an H100 the kernels writing discarded pages after a batched
   // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
   // (docs/gpu-results.md, tests/gpu/um_costs.cu).
   void PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s);
-  // One cudaMemDiscardBatchAsync of `ranges` on `s`; false when it was not made.
-  bool DiscardLocked(const std::vector<Range>& ranges, cudaStream_t s);
-  // One cudaMemDiscardAndPrefetchBatchAsync of `ranges` to the device on `s`; false when it was not made (no such
-  // call, the legacy stream, or an error).
-  bool DiscardAndPrefetchLocked(const std::vector<Range>& ranges, cudaStream_t s);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
   // scratch address). Empty when they are placed, else why not (an input is gone).
@@ -275,7 +209,29 @@ class Executor {
   bool RelaunchLocked(const ReplayProgram::Recompute& rc,
                       const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected,
                       const std::vector<std::vector<Range>>* populate, cudaStream_t stream);
+
+  // Recompute validation ("Recompute validation" above): a buffer's bytes copied to the host.
+  struct BufferCopy {
+    trace::BufferId b = trace::kNone;
+    Range r;
+    std::vector<unsigned char> bytes;
+  };
   void ValidateLocked(uint32_t r, StreamKey stream);
+  // Rejects recompute r for `why` and asks the session for a new plan.
+  void RejectLocked(uint32_t r, const std::string& why);
+  // Copies every buffer recompute `rc` uses but the redirected ones to the host, synchronously on `s`; false
+  // when a copy failed.
+  bool CopyOutLocked(const ReplayProgram::Recompute& rc,
+                     const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected, cudaStream_t s,
+                     LastErrorScope& errors, std::vector<BufferCopy>* copies) const;
+  // Overwrites what a discard destroys in steady state (a target's bytes in the whole pages of its move range)
+  // with the complement of its value, from host bytes kept in `poison` until the stream has synchronized; false
+  // when a write failed.
+  bool PoisonLocked(const ReplayProgram::Recompute& rc, const std::vector<BufferCopy>& copies, cudaStream_t s,
+                    LastErrorScope& errors, std::vector<std::vector<unsigned char>>* poison) const;
+  // Whether every buffer holds its copy's bytes again.
+  bool SameLocked(const std::vector<BufferCopy>& copies, cudaStream_t s, LastErrorScope& errors) const;
+
   void DivergeLocked();
 
   const CudaApi& api_;
@@ -283,15 +239,12 @@ class Executor {
   mutable std::mutex mu_;
   std::atomic<bool> armed_{false};
   std::atomic<uint8_t> request_{0};
-  std::atomic<bool> link_measured_{false};
-  std::atomic<uint64_t> peak_device_{0};
 
   std::shared_ptr<const ReplayProgram> prog_;     // running
   std::shared_ptr<const ReplayProgram> pending_;  // installed, waiting for an iteration start
   bool idle_ = false;                             // prog_ moves nothing (ReplayProgram::Idle)
   uint64_t base_ = 0;
   uint64_t marks_ = 0;  // explicit iteration markers seen (OnMarker)
-  int device_ = 0;
   cudaStream_t in_ = nullptr, out_ = nullptr, aux_ = nullptr;
   bool streams_failed_ = false;
 
@@ -299,90 +252,24 @@ class Executor {
   bool running_ = false;  // a program runs in this iteration (not diverged)
   uint32_t last_done_ = kNoPosition;  // the last position whose op was launched successfully
   bool diverged_ = false;
-  uint64_t iteration_ = 0;
-  uint64_t alloc_iteration_ = UINT64_MAX;
-  // An iteration whose first allocations may have come before there was a program to count them: where its
-  // allocations are is unknown.
-  uint64_t untrusted_iteration_ = UINT64_MAX;
-  uint32_t ordinal_ = 0;
-  std::vector<uint64_t> alloc_base_;  // per ordinal: where this iteration's allocation is (0: not yet)
-  std::vector<bool> alloc_freed_;
+  IterationAllocations allocations_;
   std::vector<cudaEvent_t> prefetched_;  // per plan action: the swap-in's completion event, when issued
   std::vector<cudaEvent_t> evicted_;     // per buffer: its last eviction's completion event
   std::vector<uint8_t> away_;            // per buffer: moved off the device by the executor
-  std::vector<bool> discarded_for_;      // per recompute: its targets were discarded this iteration
-  uint32_t divergent_streak_ = 0;
-  uint32_t replayed_ = 0;       // iterations of the running program started so far
-  uint32_t peak_position_ = 0;  // where the program plans the most device bytes (residency is sampled there)
-  Residency sampled_;           // the running iteration's samples
-  Residency steady_;            // of the steady iterations that ended (steady_residency)
-  uint32_t rerecord_requests_ = 0;
-
   struct Deferred {
     uint32_t k = 0;               // entry of `after`
     cudaEvent_t anchor = nullptr;
   };
   std::deque<Deferred> deferred_;        // prefetch batches waiting for room
-  std::vector<Relaunch> launches_;       // per op: this iteration's launch (ops some recompute re-runs)
-  std::vector<bool> fresh_;              // per op: launches_ was captured in this iteration
+  uint32_t divergent_streak_ = 0;
+  uint32_t rerecord_requests_ = 0;
 
-  // Across iterations of one program.
-  std::vector<Check> checks_;            // per recompute
-  // Verdicts of the checks, kept across the programs of one recording (cleared by Uninstall, which a new recording
-  // follows): a recompute with the same launches, before the same op, with the same targets and scratch outputs
-  // sees the same input values whatever the plan around it (a plan moves values, never changes them), so a program
-  // that has it again (Planner II's, one planned for the measured link, the plan a trial went back to) does not
-  // check it again. Keyed by VerdictKey.
-  std::map<std::vector<uint64_t>, Check> verdicts_;
-  static std::vector<uint64_t> VerdictKey(const ReplayProgram& p, const ReplayProgram::Recompute& rc);
-  // Across programs: ops of rejected recomputes (a new plan leaves them out).
-  std::vector<bool> rejected_ops_;
-
-  // Scratch for redirected recompute outputs.
-  uint64_t scratch_ = 0, scratch_bytes_ = 0;
-  bool batch_moves_ = true;
-  std::array<CallKindStats, kCallKinds> calls_;  // before mover_: its jobs count here until it is destroyed
-  std::unique_ptr<Mover> mover_;  // KARMA_MOVE_THREADS
+  RecomputeState recomputes_;
+  Range scratch_;  // for redirected recompute outputs, never freed (cudaFree syncs)
   ::karma::rt::Residency* residency_ = nullptr;  // the copy path (SetResidency); null: managed memory
   uint64_t page_ = kResidencyPage;  // what moves at a time: the residency's granule on the copy path
-  // Events a mover job records, with the job (entries of jobs known to have run are dropped).
-  std::unordered_map<cudaEvent_t, Mover::Ticket> recorded_by_;
-  // The mover's last jobs when the previous iteration started: they have run before that iteration's events are
-  // measured and recycled.
-  std::array<Mover::Ticket, Mover::kLanes> posted_before_{};
-
-  // Events: those of the current and the previous iteration are in use; older ones are recycled.
-  std::vector<cudaEvent_t> free_events_, used_events_, measured_events_;
-  cudaEvent_t iteration_start_ = nullptr;
-  struct Stall {
-    cudaEvent_t waiting = nullptr, ready = nullptr;
-  };
-  std::vector<Stall> stalls_, stalls_to_measure_;
-  cudaEvent_t busy_from_ = nullptr, busy_to_ = nullptr;
-  // Timed moves (LinkRates): this iteration's, and the last iteration's, measured at the next start.
-  struct Transfer {
-    cudaEvent_t started = nullptr, done = nullptr;
-    uint64_t bytes = 0;
-    bool to_device = false;
-  };
-  std::vector<Transfer> transfers_, transfers_to_measure_;
-  bool link_timing_ = false;        // this iteration's moves are timed
-  bool link_to_measure_ = false;    // transfers_to_measure_ comes from a timed iteration
-  bool link_done_ = false;          // link_ is final
-  std::array<uint64_t, 2> link_bytes_{};  // [to the device, to the host]
-  std::array<double, 2> link_ns_{};
-  uint32_t link_iterations_ = 0;
-  LinkRates link_;
-  // Program times (ProgramTime): which program ran an iteration, its replay number, whether it ran the plan to
-  // the end; the iteration that busy_from_/busy_to_ span carries busy_tag_.
-  struct IterationTag {
-    uint64_t serial = 0;
-    uint32_t replayed = 0;
-    bool whole = false;
-  };
-  IterationTag busy_tag_;
-  uint64_t serial_ = 0;
-  std::vector<double> program_ns_;
+  ReplayMeter meter_;
+  ManagedMoves moves_;
 };
 
 }  // namespace karma::rt
