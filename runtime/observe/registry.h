@@ -25,7 +25,7 @@ struct BufferEntry {
   uint64_t serial = 0;   // unique for the life of the process: the buffer's identity in recordings
   Origin origin = Origin::kArena;
   uint32_t site = 0;     // allocation site id (0: not captured)
-  // Where in the op sequence it was allocated (see Session::RegisterBuffer): the same for the same allocation
+  // Where in the op sequence it was allocated (see `Births` in observer.h): the same for the same allocation
   // of every iteration wherever the allocator places it. 0 when not observing.
   uint64_t birth = 0;
   uint64_t birth_group = 0;  // the birth before telling apart buffers of that group alive at the same time
