@@ -29,7 +29,7 @@ struct RecordedUse {
   uint64_t extent = 0;  // exact bytes from offset (library operands, copies); 0: unknown (kernel arguments)
   Access access = Access::kTouch;
   // Kernel arguments in carried-over allocations are probed in the recorded iteration: did the op change the
-  // allocation (Session::ProbeLocked)? -1: not probed.
+  // allocation (Probes::Before and After)? -1: not probed.
   int8_t changed = -1;
   bool gaps = false;  // the extent has bytes the operand skips (Operand::gaps): not all written
   bool workspace = false;  // a library call's scratch memory (Operand::workspace)
