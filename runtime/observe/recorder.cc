@@ -106,13 +106,9 @@ bool WritesWhole(const RecordedUse& u, trace::OpKind kind, uint64_t size) {
 // measured for the ops of its shape signature that ran on the device: identical layers of a model that does not fit
 // are measured where their buffers were on the device, and the cost model's roofline, which knows nothing of a
 // kernel's code, can be far off (it put a bias-and-activation kernel of the trainer apps 30 times too low).
-void LikeOpDurations(const Recording& rec, RecordedIteration& out) {
+// `off_device`: per op of `out`.
+void LikeOpDurations(const std::vector<bool>& off_device, RecordedIteration& out) {
   std::unordered_map<uint64_t, std::vector<uint64_t>> measured;  // shape -> durations measured on the device
-  std::vector<bool> off_device;
-  for (const RecordedOp& rop : rec.ops) {
-    if (rop.state.load(std::memory_order_acquire) != RecordedOp::kDone) continue;
-    off_device.push_back(rop.off_device);
-  }
   for (size_t k = 0; k < out.ops.size(); ++k) {
     const uint64_t ns = out.it.ops[k].duration_ns;
     if (!off_device[k] && ns != 0) measured[out.ops[k].shape].push_back(ns);
@@ -176,6 +172,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
   const size_t nbuf = it.buffers.size();
 
   std::vector<uint32_t> first_use(nbuf, trace::kNone), last_use(nbuf, trace::kNone);
+  std::vector<bool> off_device;  // per op kept: some of its buffers were in host memory when it ran
   for (size_t i = 0; i < rec.ops.size(); ++i) {
     RecordedOp& rop = rec.ops[i];
     const bool done = rop.state.load(std::memory_order_acquire) == RecordedOp::kDone;
@@ -190,6 +187,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     op.stream = rop.stream;
     op.flops = rop.flops;
     op.duration_ns = rop.off_device ? 0 : DurationNs(api, rop);
+    off_device.push_back(rop.off_device);
     ReleaseEvents(api, rop);
     // One entry per buffer: directions of repeated operands combine. A probed kernel argument read the
     // allocation, or changed it (an update: it may keep some of the old bytes); an unprobed one touched it.
@@ -220,7 +218,7 @@ Result<RecordedIteration> FinishRecording(Recording& rec, const CudaApi& api, co
     out.ops.push_back(ReplayOp{rop.shape, rop.stream, rop.stream_key, rop.relaunch});
   }
 
-  LikeOpDurations(rec, out);
+  LikeOpDurations(off_device, out);
 
   // A kernel's pointer arguments do not say whether it reads or writes. An allocation made inside the iteration
   // holds nothing before its first use, so the first kernel that touches it writes it.

@@ -74,10 +74,6 @@ Status CopyResidency::Init() {
         return st;
       }
     }
-    if (Status st = Check(api_.cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "cudaEventCreate");
-        !st.ok()) {
-      return st;
-    }
   }
   for (uint32_t l = 0; l < kLanes; ++l) {
     lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
@@ -104,7 +100,6 @@ CopyResidency::~CopyResidency() {
     api_.cuMemRelease(c.handle);
   }
   for (LaneState& lane : lanes_) {
-    if (lane.done != nullptr) api_.cudaEventDestroy(lane.done);
     if (lane.stream != nullptr) api_.cudaStreamDestroy(lane.stream);
     if (lane.bridge != nullptr) api_.cudaStreamDestroy(lane.bridge);
     if (lane.gate != nullptr) api_.cudaStreamDestroy(lane.gate);
@@ -467,7 +462,6 @@ CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_l
     Fail(Check(api_.cudaEventCreateWithFlags(&started.done, cudaEventDisableTiming), "cudaEventCreate"));
   }
   if (started.done != nullptr) Fail(Check(api_.cudaEventRecord(started.done, l.stream), "cudaEventRecord"));
-  Fail(Check(api_.cudaEventRecord(l.done, l.stream), "cudaEventRecord"));
   started.job = std::move(job);
   return started;
 }
@@ -585,7 +579,7 @@ void CopyResidency::Finish() {
   // And on the device: the caller's thread then comes after every move (what it maps or copies next too).
   LastErrorScope errors(api_);
   for (LaneState& lane : lanes_) {
-    if (lane.done != nullptr && api_.cudaEventSynchronize(lane.done) != cudaSuccess) errors.Failed();
+    if (lane.stream != nullptr && api_.cudaStreamSynchronize(lane.stream) != cudaSuccess) errors.Failed();
   }
 }
 

@@ -142,7 +142,6 @@ class CopyResidency final : public Residency {
     cudaStream_t gate = nullptr;    // where each post's `after` is recorded, in the order of the posts
     cudaStream_t bridge = nullptr;  // waits for the flag's values, for RecordDone's events
     cudaStream_t signal = nullptr;  // writes the flag (SignalLocked)
-    cudaEvent_t done = nullptr;     // after the last job started, on `stream`
     std::vector<cudaEvent_t> spare;  // Started::done events to use again
     uint32_t* flag = nullptr;  // pinned; the last completed seq
     std::deque<Started> started;  // in the order of the jobs
