@@ -313,10 +313,10 @@ void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) 
   if (ranges.empty()) return;
   if (residency_ != nullptr) {
     // Device memory for what the launches write; they wait for it (writes to a page being remapped would be lost).
-    LastErrorScope errors(api_);
-    cudaEvent_t before = RecordLocked(KeyOf(s));
-    cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {before}, ranges);
-    if (made != nullptr && api_.cudaStreamWaitEvent(s, made, 0) != cudaSuccess) errors.Failed();
+    // Made as soon as the residency can: nothing queued before the launches uses these pages (the targets were
+    // discarded, a scratch slot's last value is dead once its drop's event passes, and the residency waits for
+    // that), so the remaps need not wait for the stream to get here.
+    MakeForLocked(ranges, s);
     return;
   }
   if (!moves_.DiscardAndPrefetch(*stats_, ranges, s)) moves_.Prefetch(*stats_, ranges, s, true);
@@ -340,9 +340,8 @@ Executor::Range Executor::OwnedPages(const Range& r) const {
   return Range{lo, hi > lo ? hi - lo : 0};
 }
 
-cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
-                                          const std::vector<Range>& ranges) {
-  // The last move of each lane: an event after all of them.
+std::vector<ResidencyTicket> Executor::PostMovesLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                                       const std::vector<Range>& ranges) {
   std::vector<ResidencyTicket> last;
   auto post = [&](ResidencyMove k, const Range& pages) {
     if (pages.bytes == 0) return;
@@ -362,6 +361,20 @@ cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<
   // Only pages the range owns move: a page it shares holds a neighbour's bytes, which work may be using while a
   // remap would change what the page's addresses reach.
   for (const Range& r : ranges) post(kind, OwnedPages(r));
+  return last;
+}
+
+void Executor::MakeForLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  LastErrorScope errors(api_);
+  for (const ResidencyTicket& t : PostMovesLocked(ResidencyMove::kMake, {}, ranges)) {
+    if (!residency_->WaitOn(t, s).ok()) errors.Failed();
+  }
+}
+
+cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                          const std::vector<Range>& ranges) {
+  // The last move of each lane: an event after all of them.
+  const std::vector<ResidencyTicket> last = PostMovesLocked(kind, waits, ranges);
   if (last.empty()) return nullptr;
   cudaEvent_t done = EventLocked();
   if (done == nullptr) return nullptr;
@@ -850,11 +863,9 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
 void Executor::ResidencyOnAllocation(uint64_t addr, uint64_t span, StreamKey stream) {
   std::lock_guard<std::mutex> lock(mu_);
   // Pages that were dropped or evicted (or never had room) get device memory before the application writes them.
-  LastErrorScope errors(api_);
   const StreamKey key = stream == kSyncStream ? 0 : stream;
   // At once: the residency waits for the last use of each page's old value (its drop), not for the stream.
-  cudaEvent_t made = ResidencyMoveLocked(ResidencyMove::kMake, {}, {Range{addr, span}});
-  if (made != nullptr && api_.cudaStreamWaitEvent(StreamOf(key), made, 0) != cudaSuccess) errors.Failed();
+  MakeForLocked({Range{addr, span}}, StreamOf(key));
 }
 
 void Executor::ResidencyOnFree(uint64_t addr, uint64_t span, StreamKey stream,

@@ -151,6 +151,12 @@ class Executor {
   enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kDiscard, kMake };  // kDiscard: a held drop
   cudaEvent_t ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
                                   const std::vector<Range>& ranges);
+  // The moves posted, the last of each lane (none where every range was done in place).
+  std::vector<ResidencyTicket> PostMovesLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
+                                               const std::vector<Range>& ranges);
+  // Device memory for `ranges`, made at once (the residency orders each page's make after the last use of its old
+  // value): stream `s` waits for it, on the residency's flags.
+  void MakeForLocked(const std::vector<Range>& ranges, cudaStream_t s);
 
   bool EnsureStreamsLocked();
   // An event of the meter's pool.
