@@ -95,6 +95,7 @@ CopyResidency::~CopyResidency() {
   }
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
+    if (c.given != nullptr) api_.cudaEventDestroy(c.given);
     api_.cuMemUnmap(c.staging, granularity_);
     api_.cuMemAddressFree(c.staging, granularity_);
     api_.cuMemRelease(c.handle);
@@ -179,7 +180,12 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void CopyResidency::GiveBack(int chunk) {
+void CopyResidency::GiveBack(int chunk, cudaStream_t on) {
+  Chunk& c = pool_[chunk];
+  if (on != nullptr && c.given == nullptr) {
+    Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
+  }
+  if (on != nullptr && c.given != nullptr) Fail(Check(api_.cudaEventRecord(c.given, on), "cudaEventRecord"));
   free_chunks_.push_back(chunk);
   cv_.notify_all();
 }
@@ -343,7 +349,8 @@ ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const
   Job job{kind, nullptr, 0, {}};
   {
     // `after`'s position now: the lane's gate waits for it, and the job's own event marks it there (the lane's
-    // stream waits for that event when the job runs, and so for nothing posted after it).
+    // stream waits for that event when the job runs, and so for nothing posted after it). With no `after`, the
+    // event marks when the job was posted: a lane's thread never starts it before, on a simulated clock too.
     LastErrorScope errors(api_);
     for (cudaEvent_t e : after) {
       if (e != nullptr && api_.cudaStreamWaitEvent(l.gate, e, 0) != cudaSuccess) errors.Failed();
@@ -435,6 +442,9 @@ CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_l
       moved.emplace_back(go.addr, kStay);
     } else if (to_device) {
       const int c = TakeDeviceChunk(lock);
+      if (c >= 0 && pool_[c].given != nullptr) {
+        Fail(Check(api_.cudaStreamWaitEvent(l.stream, pool_[c].given, 0), "cudaStreamWaitEvent"));
+      }
       if (c >= 0 && copies && was == kOnHost) {
         Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, granularity_, l.stream), "copy in"));
       }
@@ -492,7 +502,7 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
       }
       g->device = to;
       Undrop(g);
-      if (old >= 0) GiveBack(old);
+      if (old >= 0) GiveBack(old, lanes_[lane].signal);
     }
     ++g->completed;
   }

@@ -97,6 +97,10 @@ class CopyResidency final : public Residency {
   struct Chunk {
     CUmemGenericAllocationHandle handle = 0;
     uint64_t staging = 0;  // where it is mapped on its own
+    // Recorded by the lane thread that gave the chunk back, once its old granule was remapped; the next taker's
+    // stream waits for it. On a GPU it has long completed; it tells a simulated device that the chunk's next use
+    // comes after the giving thread's remap (two threads handing work over through a lock keep their own clocks).
+    cudaEvent_t given = nullptr;
   };
   // Where a granule's addresses lead, besides a device chunk (an index into pool_).
   static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
@@ -187,7 +191,8 @@ class CopyResidency final : public Residency {
   bool Every(ResidencyRange r, Pred ok) const;
   template <typename Pred>
   uint64_t Count(Pred ok) const;
-  void GiveBack(int chunk);
+  // A device chunk back to the pool; `on` is the giving lane's signal stream, where Chunk::given is recorded.
+  void GiveBack(int chunk, cudaStream_t on = nullptr);
   // Keeps the first failure; true when `st` is one.
   bool Fail(Status st);
 

@@ -275,6 +275,46 @@ TEST_F(CopyResidencyTest, AMovesCopiesGoOutWhileTheMoveBeforeItIsRemapped) {
   cudaStreamDestroy(app);
 }
 
+// A fetch that needs the device chunk an eviction gives back (a budget of one granule) copies into it only after
+// the eviction's copy and remap, in simulated time too: the lanes' threads hand the chunk over through the
+// residency's lock, which a simulated device cannot see, so the chunk carries an event of the giving thread's.
+TEST_F(CopyResidencyTest, AFetchIntoAChunkAnEvictionGaveBackComesAfterThatEvictionsRemap) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
+  ASSERT_TRUE(addr.ok());
+  Fill(*addr, kG, 1);
+  Fill(*addr + kG, kG, 2);
+  // Each lane's threads have clocks of their own by now, behind this thread's.
+  r->Evict({*addr, kG}, {});
+  r->Fetch({*addr, kG}, {});
+  r->Finish();
+  cudaStream_t app = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&app), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(app), cudaSuccess);
+  cudaEvent_t posted = nullptr, done = nullptr;
+  ASSERT_EQ(cudaEventCreate(&posted), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(posted, app), cudaSuccess);
+  r->Evict({*addr, kG}, {});
+  const ResidencyTicket in = r->Fetch({*addr + kG, kG}, {});
+  ASSERT_TRUE(r->RecordDone(in, done).ok());
+  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, posted, done), cudaSuccess);
+  const policy::HwProfile& p = policy::DefaultProfile();
+  const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
+  const double remap_s = p.host.unmap_s + p.host.map_s + p.host.set_access_s;
+  EXPECT_GT(ms * 1e-3, 2 * copy_s + remap_s);  // the eviction's copy and remap, then the fetch's copy
+  r->Finish();
+  EXPECT_TRUE(r->Resident({*addr + kG, kG}));
+  EXPECT_TRUE(Holds(*addr, kG, 1));
+  EXPECT_TRUE(Holds(*addr + kG, kG, 2));
+  cudaEventDestroy(posted);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(app);
+}
+
 TEST_F(CopyResidencyTest, RandomMovesNeverExceedTheBudgetNorLoseBytes) {
   constexpr uint64_t kGranules = 12, kBudget = 5;
   auto r = Make(kBudget);
