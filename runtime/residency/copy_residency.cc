@@ -522,7 +522,9 @@ Status CopyResidency::status() const {
 }
 
 Status CopyResidency::WaitOn(ResidencyTicket t, cudaStream_t stream) {
-  if (t.seq == 0 || Done(t)) return Status::Ok();
+  // Waits even when the flag holds the value already: the device then knows when it was written (a thread that ran
+  // ahead in real time may be behind the stream on a simulated clock, or the other way round).
+  if (t.seq == 0) return Status::Ok();
   LastErrorScope errors(api_);
   const CUresult r = api_.cuStreamWaitValue32_v2(stream, reinterpret_cast<CUdeviceptr>(lanes_[t.lane].flag), t.seq,
                                                  CU_STREAM_WAIT_VALUE_GEQ);
@@ -534,7 +536,7 @@ Status CopyResidency::RecordDone(ResidencyTicket t, cudaEvent_t event) {
   LaneState& l = lanes_[t.lane];
   LastErrorScope errors(api_);
   Status st = Status::Ok();
-  if (!Done(t)) {
+  if (t.seq != 0) {  // as in WaitOn, done or not
     st = Check(api_.cuStreamWaitValue32_v2(l.bridge, reinterpret_cast<CUdeviceptr>(l.flag), t.seq,
                                            CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
   }
