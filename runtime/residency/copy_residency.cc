@@ -263,10 +263,9 @@ ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent
   return Post(Kind::kFetch, r, after);
 }
 ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
-  // A held value's device memory is given back as soon as its last use is done, on the drop lane's thread: a
-  // make then finds a free chunk rather than unmapping a dropped granule first. A freed one keeps its chunk until
-  // someone needs it, for an allocation there to revive in place.
-  if (!held && DropOrReviveInPlace(Kind::kDrop, r, after)) return {kDead, 0};
+  // A dead value keeps its chunk until someone needs it: an allocation placed there, or the make before a
+  // recompute, then revives it in place without a remap. A held value's chunk is taken before a freed one's.
+  if (DropOrReviveInPlace(held ? Kind::kDrop : Kind::kFree, r, after)) return {kDead, 0};
   return Post(Kind::kDrop, r, after);
 }
 ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
@@ -276,6 +275,8 @@ ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_
 
 bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
   std::shared_ptr<CUevent_st> dead;
+  const bool held = kind == Kind::kDrop;
+  if (kind == Kind::kFree) kind = Kind::kDrop;
   if (kind == Kind::kDrop) {
     // One event for the drop's granules, after `after`, on the drop lane's gate (the caller's may be re-recorded).
     LastErrorScope errors(api_);
@@ -302,7 +303,7 @@ bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<c
     Undrop(g);
     g->dead = dead;  // off the device too: a make waits for the old value's last use
     if (dead != nullptr && g->device >= 0) {
-      g->dropped_as = ++drops_;
+      g->dropped_as = ++drops_ + (held ? 0 : kFreedDrops);
       dropped_.emplace(g->dropped_as, a);
     }
   }

@@ -18,10 +18,11 @@
 //          chunk and the device chunk goes back to the pool.
 //   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
 //          chunk -> device chunk at its staging address; once it is done, the granule is mapped onto it.
-//   drop   a freed value: the granule keeps its chunk, marked dead after `after`, until a make revives it in place
-//          (an allocator hands out the same addresses again) or another granule needs the chunk; a held value
-//          (discarded, to be rebuilt): after `after`, on the drop thread, the granule is unmapped and its chunk goes
-//          back to the pool.
+//   drop   a dead value (freed, or discarded to be rebuilt): the granule keeps its chunk, marked dead after
+//          `after`, until a make revives it in place (an allocator hands out the same addresses again, a recompute
+//          rebuilds the value) or another granule needs the chunk; then the granule is unmapped (a use nobody
+//          foresaw faults). Discarded values give their chunks first. A drop of a granule with a move in flight is a
+//          job on the drop lane: after `after`, the granule is unmapped and its chunk goes back to the pool.
 //   make   a device chunk from the pool (or a dead granule's), mapped onto the granule after the last use of its
 //          old value (the drop's `after`); nothing is copied.
 // A move completes by writing its sequence number to a flag in pinned memory (cuStreamWriteValue32 on a stream of
@@ -90,7 +91,8 @@ class CopyResidency final : public Residency {
   Status status() const;
 
  private:
-  enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake };
+  // kFree: a drop of a freed value, never a job (DropOrReviveInPlace).
+  enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake, kFree };
   // To the host (evict), to the device (fetch), device memory without a copy (make), dead values (drop): a make
   // or a drop never waits behind another granule's transfer.
   enum Lane : uint32_t { kOut = 0, kIn = 1, kNew = 2, kDead = 3, kLanes = 4 };
@@ -207,10 +209,11 @@ class CopyResidency final : public Residency {
   std::map<uint64_t, Reservation> reservations_;  // by start address
   std::vector<Chunk> pool_;
   std::vector<int> free_chunks_;
-  // Freed granules on the device whose value is dead (Granule::dead), oldest drop first: the first to give their
-  // chunks (the ones dropped last are the likeliest to be allocated again soon, and revived in place). Held drops
-  // never wait here: the drop thread gives their chunks back.
-  std::map<uint64_t, uint64_t> dropped_;  // drop number -> granule address
+  // Granules on the device whose value is dead (Granule::dead), discarded ones before freed ones, oldest drop first:
+  // the first to give their chunks (the ones dropped last are the likeliest to be allocated again soon, and revived
+  // in place).
+  std::map<uint64_t, uint64_t> dropped_;  // drop number (freed values' above kFreedDrops) -> granule address
+  static constexpr uint64_t kFreedDrops = 1ull << 62;
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished

@@ -46,9 +46,9 @@ class Residency {
   virtual ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
   // The bytes come back to the device.
   virtual ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
-  // The value is dead: its device memory is given back without a copy. `held`: the addresses stay in use (a value
-  // discarded to be rebuilt later), and their device memory is taken before that of freed addresses, which an
-  // allocator is likely to hand out again soon.
+  // The value is dead: its device memory is given back without a copy (or kept, dead, until something needs it).
+  // `held`: the addresses stay in use (a value discarded to be rebuilt later), and their device memory is taken
+  // before that of freed addresses, which an allocator is likely to hand out again soon.
   virtual ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) = 0;
   // Device memory for a value about to be rebuilt (a recompute's target): nothing is copied.
   virtual ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
