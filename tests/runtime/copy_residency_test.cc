@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -50,6 +51,24 @@ class CopyResidencyTest : public ::testing::Test {
     }
     return true;
   }
+  // Simulated milliseconds from now (an event on a stream of its own) until the move `post` returns is done.
+  static float MsUntilDone(Residency& r, const std::function<ResidencyTicket()>& post) {
+    cudaStream_t s = nullptr;
+    cudaEvent_t posted = nullptr, done = nullptr;
+    EXPECT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(cudaEventCreate(&posted), cudaSuccess);
+    EXPECT_EQ(cudaEventCreate(&done), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(posted, s), cudaSuccess);
+    EXPECT_TRUE(r.RecordDone(post(), done).ok());
+    EXPECT_EQ(cudaEventSynchronize(done), cudaSuccess);
+    float ms = 0;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, posted, done), cudaSuccess);
+    cudaEventDestroy(posted);
+    cudaEventDestroy(done);
+    cudaStreamDestroy(s);
+    return ms;
+  }
   CudaApi api_;
   static constexpr uint64_t kG = 2ull << 20;
 };
@@ -90,15 +109,27 @@ TEST_F(CopyResidencyTest, EvictedBytesStayUsableAndComeBackWithWhatWasWrittenMea
   EXPECT_TRUE(r->status().ok()) << r->status().message();
 }
 
-TEST_F(CopyResidencyTest, AFetchAtTheBudgetTakesTheChunkAnEvictionGivesBack) {
+// The fetch copies into the chunk only after the eviction's copy and remap, in simulated time too: the lanes' threads
+// hand the chunk over through the residency's lock, which a simulated device cannot see, so the chunk carries an
+// event of the giving thread's.
+TEST_F(CopyResidencyTest, AFetchAtTheBudgetTakesTheChunkAnEvictionGivesBackOnceItIsRemapped) {
   auto r = Make(1);
   ASSERT_NE(r, nullptr);
   auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
   ASSERT_TRUE(addr.ok());
   Fill(*addr, kG, 3);
   Fill(*addr + kG, kG, 4);
-  r->Evict({*addr, kG}, {});
-  r->Fetch({*addr + kG, kG}, {});
+  r->Evict({*addr, kG}, {});  // each lane's threads have clocks of their own by now, behind this thread's
+  r->Fetch({*addr, kG}, {});
+  r->Finish();
+  const float ms = MsUntilDone(*r, [&] {
+    r->Evict({*addr, kG}, {});
+    return r->Fetch({*addr + kG, kG}, {});
+  });
+  const policy::HwProfile& p = policy::DefaultProfile();
+  const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
+  const double remap_s = p.host.unmap_s + p.host.map_s + p.host.set_access_s;
+  EXPECT_GT(ms * 1e-3, 2 * copy_s + remap_s);  // the eviction's copy and remap, then the fetch's copy
   r->Finish();
   EXPECT_EQ(r->device_granules(), 1u);
   EXPECT_EQ(r->stranded(), 0u);
@@ -250,19 +281,11 @@ TEST_F(CopyResidencyTest, AMovesCopiesGoOutWhileTheMoveBeforeItIsRemapped) {
   ASSERT_NE(r, nullptr);
   auto addr = r->Reserve(kMoves * kG);
   ASSERT_TRUE(addr.ok());
-  cudaStream_t app = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&app), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(app), cudaSuccess);
-  cudaEvent_t posted = nullptr, done = nullptr;
-  ASSERT_EQ(cudaEventCreate(&posted), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
-  ASSERT_EQ(cudaEventRecord(posted, app), cudaSuccess);
-  ResidencyTicket last;
-  for (int i = 0; i < kMoves; ++i) last = r->Evict({*addr + i * kG, kG}, {});
-  ASSERT_TRUE(r->RecordDone(last, done).ok());
-  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
-  float ms = 0;
-  ASSERT_EQ(cudaEventElapsedTime(&ms, posted, done), cudaSuccess);
+  const float ms = MsUntilDone(*r, [&] {
+    ResidencyTicket last;
+    for (int i = 0; i < kMoves; ++i) last = r->Evict({*addr + i * kG, kG}, {});
+    return last;
+  });
   const policy::HwProfile& p = policy::DefaultProfile();
   const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
   const double remap_s = p.host.unmap_s + p.host.map_s + p.host.set_access_s;
@@ -270,49 +293,6 @@ TEST_F(CopyResidencyTest, AMovesCopiesGoOutWhileTheMoveBeforeItIsRemapped) {
   EXPECT_GT(ms * 1e-3, kMoves * copy_s);                  // the copy engine's time at least
   r->Finish();
   EXPECT_EQ(r->device_granules(), 0u);
-  cudaEventDestroy(posted);
-  cudaEventDestroy(done);
-  cudaStreamDestroy(app);
-}
-
-// A fetch that needs the device chunk an eviction gives back (a budget of one granule) copies into it only after
-// the eviction's copy and remap, in simulated time too: the lanes' threads hand the chunk over through the
-// residency's lock, which a simulated device cannot see, so the chunk carries an event of the giving thread's.
-TEST_F(CopyResidencyTest, AFetchIntoAChunkAnEvictionGaveBackComesAfterThatEvictionsRemap) {
-  auto r = Make(1);
-  ASSERT_NE(r, nullptr);
-  auto addr = r->Reserve(2 * kG);  // the first granule on the device, the second on the host
-  ASSERT_TRUE(addr.ok());
-  Fill(*addr, kG, 1);
-  Fill(*addr + kG, kG, 2);
-  // Each lane's threads have clocks of their own by now, behind this thread's.
-  r->Evict({*addr, kG}, {});
-  r->Fetch({*addr, kG}, {});
-  r->Finish();
-  cudaStream_t app = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&app), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(app), cudaSuccess);
-  cudaEvent_t posted = nullptr, done = nullptr;
-  ASSERT_EQ(cudaEventCreate(&posted), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
-  ASSERT_EQ(cudaEventRecord(posted, app), cudaSuccess);
-  r->Evict({*addr, kG}, {});
-  const ResidencyTicket in = r->Fetch({*addr + kG, kG}, {});
-  ASSERT_TRUE(r->RecordDone(in, done).ok());
-  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
-  float ms = 0;
-  ASSERT_EQ(cudaEventElapsedTime(&ms, posted, done), cudaSuccess);
-  const policy::HwProfile& p = policy::DefaultProfile();
-  const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
-  const double remap_s = p.host.unmap_s + p.host.map_s + p.host.set_access_s;
-  EXPECT_GT(ms * 1e-3, 2 * copy_s + remap_s);  // the eviction's copy and remap, then the fetch's copy
-  r->Finish();
-  EXPECT_TRUE(r->Resident({*addr + kG, kG}));
-  EXPECT_TRUE(Holds(*addr, kG, 1));
-  EXPECT_TRUE(Holds(*addr + kG, kG, 2));
-  cudaEventDestroy(posted);
-  cudaEventDestroy(done);
-  cudaStreamDestroy(app);
 }
 
 TEST_F(CopyResidencyTest, RandomMovesNeverExceedTheBudgetNorLoseBytes) {
