@@ -395,11 +395,13 @@ void PlanControl::OnLinkMeasured() {
             replan    ? ": planning again with the measured rates"
             : settled ? ": an earlier run's plan for these rates replayed slower than the plan running, which stays"
                       : "");
+  if (!replan) return;
+  // The rates a new plan is made with are the ones later runs start from; a measurement within the margin of the
+  // plan's own leaves the record as it is (a plan key names its rates, and later runs reuse that plan).
   UpdateLinkRecord([h2d = policy::RoundedRate(l.h2d_bw), d2h = policy::RoundedRate(l.d2h_bw)](LinkRecord* r) {
     if (h2d > 0) r->h2d_bw = h2d;
     if (d2h > 0) r->d2h_bw = d2h;
   });
-  if (!replan) return;
   // The plan replaying now, timed, is what the new one must beat.
   const Executor::ProgramTime before = executor_.program_time();
   {
