@@ -265,7 +265,7 @@ ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent
 ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
   // A dead value keeps its chunk until someone needs it: an allocation placed there, or the make before a
   // recompute, then revives it in place without a remap. A held value's chunk is taken before a freed one's.
-  if (DropOrReviveInPlace(held ? Kind::kDrop : Kind::kFree, r, after)) return {kDead, 0};
+  if (DropOrReviveInPlace(Kind::kDrop, r, after, held)) return {kDead, 0};
   return Post(Kind::kDrop, r, after);
 }
 ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
@@ -273,10 +273,9 @@ ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_
   return Post(Kind::kMake, r, after);
 }
 
-bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after) {
+bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after,
+                                        bool held) {
   std::shared_ptr<CUevent_st> dead;
-  const bool held = kind == Kind::kDrop;
-  if (kind == Kind::kFree) kind = Kind::kDrop;
   if (kind == Kind::kDrop) {
     // One event for the drop's granules, after `after`, on the drop lane's gate (the caller's may be re-recorded).
     LastErrorScope errors(api_);
@@ -534,14 +533,10 @@ Status CopyResidency::WaitOn(ResidencyTicket t, cudaStream_t stream) {
 }
 
 Status CopyResidency::RecordDone(ResidencyTicket t, cudaEvent_t event) {
-  LaneState& l = lanes_[t.lane];
+  const cudaStream_t bridge = lanes_[t.lane].bridge;
+  Status st = WaitOn(t, bridge);
   LastErrorScope errors(api_);
-  Status st = Status::Ok();
-  if (t.seq != 0) {  // as in WaitOn, done or not
-    st = Check(api_.cuStreamWaitValue32_v2(l.bridge, reinterpret_cast<CUdeviceptr>(l.flag), t.seq,
-                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
-  }
-  if (st.ok()) st = Check(api_.cudaEventRecord(event, l.bridge), "cudaEventRecord");
+  if (st.ok()) st = Check(api_.cudaEventRecord(event, bridge), "cudaEventRecord");
   if (!st.ok()) errors.Failed();
   return st;
 }

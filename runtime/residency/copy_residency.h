@@ -91,8 +91,7 @@ class CopyResidency final : public Residency {
   Status status() const;
 
  private:
-  // kFree: a drop of a freed value, never a job (DropOrReviveInPlace).
-  enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake, kFree };
+  enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake };
   // To the host (evict), to the device (fetch), device memory without a copy (make), dead values (drop): a make
   // or a drop never waits behind another granule's transfer.
   enum Lane : uint32_t { kOut = 0, kIn = 1, kNew = 2, kDead = 3, kLanes = 4 };
@@ -186,7 +185,8 @@ class CopyResidency final : public Residency {
   int TakeDroppedChunk(std::unique_lock<std::mutex>& lock);
   // Drops and makes of granules with no move pending happen at once, without a job: a drop marks the granule, a
   // make of a granule on the device revives it. Returns false when some granule needs a job.
-  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after);
+  // `held`: a drop of a value discarded to be rebuilt (its chunk is taken before freed values').
+  bool DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held = false);
   // Whether `ok` holds for every granule of `r` (null where `r` leaves the reservations), and how many granules of
   // all reservations it holds for (mu_ taken).
   template <typename Pred>
