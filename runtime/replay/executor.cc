@@ -302,6 +302,7 @@ bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
   // it (a discard frees only pages it covers entirely).
   const ReplayBuffer& rb = prog_->buffers[b];
   if (rb.origin == Origin::kArena && rb.bytes > kSmallLimit) {
+    r->data = rb.bytes;  // what a move copies: the rest of the last page holds nothing
     r->bytes = AlignUp(rb.bytes, page_);
   }
   return true;
@@ -337,7 +338,9 @@ std::vector<Executor::Range> Executor::ScratchOf(
 
 Executor::Range Executor::OwnedPages(const Range& r) const {
   const uint64_t lo = AlignUp(r.addr, page_), hi = AlignDown(r.addr + r.bytes, page_);
-  return Range{lo, hi > lo ? hi - lo : 0};
+  Range owned{lo, hi > lo ? hi - lo : 0};
+  if (r.data < r.bytes) owned.data = r.addr + r.data > lo ? r.addr + r.data - lo : 0;
+  return owned;
 }
 
 std::vector<ResidencyTicket> Executor::PostMovesLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
@@ -345,7 +348,7 @@ std::vector<ResidencyTicket> Executor::PostMovesLocked(ResidencyMove kind, const
   std::vector<ResidencyTicket> last;
   auto post = [&](ResidencyMove k, const Range& pages) {
     if (pages.bytes == 0) return;
-    const ResidencyRange rr{pages.addr, pages.bytes};
+    const ResidencyRange rr{pages.addr, pages.bytes, pages.data};
     ResidencyTicket t;
     switch (k) {
       case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;

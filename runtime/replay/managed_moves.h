@@ -21,6 +21,7 @@ namespace karma::rt {
 // [addr, addr + bytes) of the application's or the executor's memory.
 struct AddressRange {
   uint64_t addr = 0, bytes = 0;
+  uint64_t data = UINT64_MAX;  // the value's bytes from addr (the copy path copies no more); the rest is unused
 };
 
 // Each call adds the wall time it holds its thread (the application's threads waiting for the mover threads

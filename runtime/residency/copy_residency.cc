@@ -361,8 +361,10 @@ ResidencyTicket CopyResidency::Post(Kind kind, ResidencyRange r, std::span<const
     }
   }
   std::lock_guard lock(mu_);
+  const uint64_t data_end = r.addr + std::min(r.data, r.bytes);
   for (uint64_t a = r.addr; a < r.addr + r.bytes; a += granularity_) {
-    if (Granule* g = Find(a)) job.granules.push_back({a, ++g->posted});
+    const uint64_t data = data_end > a ? std::min(data_end - a, granularity_) : 0;
+    if (Granule* g = Find(a)) job.granules.push_back({a, ++g->posted, data});
   }
   job.seq = ++l.issued;
   l.jobs.push_back(std::move(job));
@@ -445,8 +447,8 @@ CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_l
       if (c >= 0 && pool_[c].given != nullptr) {
         Fail(Check(api_.cudaStreamWaitEvent(l.stream, pool_[c].given, 0), "cudaStreamWaitEvent"));
       }
-      if (c >= 0 && copies && was == kOnHost) {
-        Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, granularity_, l.stream), "copy in"));
+      if (c >= 0 && copies && was == kOnHost && go.data > 0) {
+        Fail(Check(api_.cuMemcpyAsync(pool_[c].staging, g->host.staging, go.data, l.stream), "copy in"));
       }
       if (c < 0) stranded_.fetch_add(1, std::memory_order_relaxed);
       // No chunk to be had: the bytes stay on (or an unmapped granule gets) its host chunk: correct, slow.
@@ -460,7 +462,9 @@ CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_l
     } else if (Fail(EnsureHostChunk(g))) {
       moved.emplace_back(go.addr, kStay);
     } else {
-      Fail(Check(api_.cuMemcpyAsync(g->host.staging, pool_[was].staging, granularity_, l.stream), "copy out"));
+      if (go.data > 0) {
+        Fail(Check(api_.cuMemcpyAsync(g->host.staging, pool_[was].staging, go.data, l.stream), "copy out"));
+      }
       moved.emplace_back(go.addr, kOnHost);
     }
   }

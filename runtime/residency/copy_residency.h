@@ -117,10 +117,12 @@ class CopyResidency final : public Residency {
     std::shared_ptr<CUevent_st> dead;
     uint64_t dropped_as = 0;  // its key in dropped_ while dead on the device; 0: not there
   };
-  // A granule of a job and its place among the moves of that granule (they run in that order on either lane).
+  // A granule of a job, its place among the moves of that granule (they run in that order on either lane), and
+  // how many of its bytes hold the value (what a copy moves).
   struct GranuleOrder {
     uint64_t addr;
     uint32_t order;
+    uint64_t data;
   };
   struct Reservation {
     uint64_t bytes = 0;

@@ -15,9 +15,11 @@
 
 namespace karma::rt {
 
-// [addr, addr + bytes): whole granules (granularity()) of memory a Residency reserved.
+// [addr, addr + bytes): whole granules (granularity()) of memory a Residency reserved. The value is in its first
+// `data` bytes: a move copies no more (the rest of a block's last granule holds nothing).
 struct ResidencyRange {
   uint64_t addr = 0, bytes = 0;
+  uint64_t data = UINT64_MAX;
 };
 
 // A move in flight. Done when its bytes are where the move puts them and the range is usable there.

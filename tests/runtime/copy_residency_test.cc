@@ -109,6 +109,29 @@ TEST_F(CopyResidencyTest, EvictedBytesStayUsableAndComeBackWithWhatWasWrittenMea
   EXPECT_TRUE(r->status().ok()) << r->status().message();
 }
 
+// A block whose value ends inside its last granule (4.25 MiB on 3 granules): its moves copy the value, not the
+// unused rest of the granule, and the value comes back whole.
+TEST_F(CopyResidencyTest, AMoveCopiesTheValueNotTheUnusedRestOfItsLastGranule) {
+  auto r = Make(3);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(3 * kG);
+  ASSERT_TRUE(addr.ok());
+  const uint64_t value = 2 * kG + kG / 8;
+  Fill(*addr, value, 5);
+  const ResidencyRange block{*addr, 3 * kG, value};
+  const float out_ms = MsUntilDone(*r, [&] { return r->Evict(block, {}); });
+  const float in_ms = MsUntilDone(*r, [&] { return r->Fetch(block, {}); });
+  r->Finish();
+  const policy::HwProfile& p = policy::DefaultProfile();
+  // The copy of the value and the remaps of three granules; the whole granules' copy would take 0.9 granules more.
+  const double remaps_s = 3 * (p.host.unmap_s + p.host.map_s) + p.host.set_access_s;
+  EXPECT_LT(out_ms * 1e-3, (value + 0.5 * kG) / p.copy.d2h_bw + remaps_s);
+  EXPECT_LT(in_ms * 1e-3, (value + 0.5 * kG) / p.copy.h2d_bw + remaps_s);
+  EXPECT_EQ(r->device_granules(), 3u);
+  EXPECT_TRUE(Holds(*addr, value, 5));
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+}
+
 // The fetch copies into the chunk only after the eviction's copy and remap, in simulated time too: the lanes' threads
 // hand the chunk over through the residency's lock, which a simulated device cannot see, so the chunk carries an
 // event of the giving thread's.
