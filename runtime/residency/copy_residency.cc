@@ -79,6 +79,7 @@ Status CopyResidency::Init() {
     lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
     lanes_[l].finisher = std::thread([this, l] { RunFinisher(static_cast<Lane>(l)); });
   }
+  host_mapper_ = std::thread([this] { RunHostMaps(); });
   return Status::Ok();
 }
 
@@ -93,6 +94,7 @@ CopyResidency::~CopyResidency() {
     if (lane.thread.joinable()) lane.thread.join();
     if (lane.finisher.joinable()) lane.finisher.join();
   }
+  if (host_mapper_.joinable()) host_mapper_.join();
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
     if (c.given != nullptr) api_.cudaEventDestroy(c.given);
@@ -132,6 +134,16 @@ Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
 Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access) {
   if (Status st = Check(api_.cuMemMap(addr, granularity_, 0, handle, 0), "cuMemMap"); !st.ok()) return st;
   return access ? SetAccess(addr, granularity_) : Status::Ok();
+}
+
+void CopyResidency::SetAccessRuns(std::vector<uint64_t> granules) {
+  std::sort(granules.begin(), granules.end());
+  for (size_t i = 0; i < granules.size();) {
+    size_t j = i + 1;
+    while (j < granules.size() && granules[j] == granules[j - 1] + granularity_) ++j;
+    Fail(SetAccess(granules[i], (j - i) * granularity_));
+    i = j;
+  }
 }
 
 Status CopyResidency::SetAccess(uint64_t addr, uint64_t bytes) {
@@ -242,7 +254,7 @@ void CopyResidency::Release(uint64_t addr) {
   if (it == reservations_.end()) return;
   for (size_t i = 0; i < it->second.granules.size(); ++i) {
     Granule& g = it->second.granules[i];
-    if (g.device != kUnmapped) api_.cuMemUnmap(addr + i * granularity_, granularity_);
+    if (g.device != kUnmapped && g.device != kToHost) api_.cuMemUnmap(addr + i * granularity_, granularity_);
     Undrop(&g);
     if (g.device >= 0) GiveBack(g.device);
     if (g.host.handle != 0) {
@@ -487,30 +499,61 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
     lock.lock();
     lanes_[lane].spare.push_back(started.done);
   }
-  // Access is set once per run of adjacent granules mapped here.
-  uint64_t run_start = 0, run_end = 0;
-  auto flush = [&] {
-    if (run_end > run_start) Fail(SetAccess(run_start, run_end - run_start));
-    run_start = run_end = 0;
-  };
+  std::vector<uint64_t> mapped;
+  bool to_host = false;
   for (const auto& [addr, to] : started.moved) {
     Granule* g = Find(addr);
     if (g == nullptr) continue;
     if (to != kStay) {
       const int old = g->device;
       if (old != kUnmapped) Fail(Check(api_.cuMemUnmap(addr, granularity_), "cuMemUnmap"));
+      Undrop(g);
+      if (to == kOnHost && old >= 0) {
+        // Evicted: its chunk goes back now, its host mapping comes on the host mapper's thread, which completes
+        // the move of the granule (a later move of it waits for that).
+        g->device = kToHost;
+        GiveBack(old, lanes_[lane].signal);
+        host_maps_.push_back(addr);
+        to_host = true;
+        continue;
+      }
       if (to != kUnmapped) {
         Fail(MapOnto(addr, to >= 0 ? pool_[to].handle : g->host.handle, /*access=*/false));
-        if (addr != run_end) flush(), run_start = addr;
-        run_end = addr + granularity_;
+        mapped.push_back(addr);
       }
       g->device = to;
-      Undrop(g);
       if (old >= 0) GiveBack(old, lanes_[lane].signal);
     }
     ++g->completed;
   }
-  flush();
+  SetAccessRuns(std::move(mapped));
+  if (to_host) cv_.notify_all();
+}
+
+void CopyResidency::RunHostMaps() {
+  api_.cudaSetDevice(device_);
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !host_maps_.empty(); });
+    if (host_maps_.empty()) return;
+    std::vector<uint64_t> batch;
+    batch.swap(host_maps_);
+    std::vector<Granule*> done;
+    std::vector<uint64_t> mapped;
+    for (uint64_t addr : batch) {
+      Granule* g = Find(addr);
+      if (g == nullptr || g->device != kToHost) continue;  // released meanwhile
+      Fail(MapOnto(addr, g->host.handle, /*access=*/false));
+      mapped.push_back(addr);
+      done.push_back(g);
+    }
+    SetAccessRuns(std::move(mapped));
+    for (Granule* g : done) {
+      g->device = kOnHost;
+      ++g->completed;
+    }
+    cv_.notify_all();
+  }
 }
 
 bool CopyResidency::Fail(Status st) {
@@ -585,7 +628,7 @@ void CopyResidency::Finish() {
       for (uint32_t l = 0; l < kLanes; ++l) {
         if (!lanes_[l].jobs.empty() || running_[l] != 0) return false;
       }
-      return true;
+      return host_maps_.empty();
     });
   }
   // And on the device: the caller's thread then comes after every move (what it maps or copies next too).

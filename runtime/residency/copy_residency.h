@@ -14,8 +14,9 @@
 // position the caller's events had when the move was posted), the other finishes them in order (waits for the
 // copies, remaps): one move's copies run while the granules of the move before it are remapped, and a remap never
 // holds up the next copy.
-//   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is mapped onto its host
-//          chunk and the device chunk goes back to the pool.
+//   evict  after `after`: a copy device chunk -> host chunk; once it is done, the granule is unmapped and the device
+//          chunk goes back to the pool; a thread of its own (the host mapper) then maps the granule onto its host
+//          chunk, so that the lane's next remap does not wait behind this one's host mapping.
 //   fetch  after `after`: a device chunk from the pool (waiting for an eviction to give one back), a copy host
 //          chunk -> device chunk at its staging address; once it is done, the granule is mapped onto it.
 //   drop   a dead value (freed, or discarded to be rebuilt): the granule keeps its chunk, marked dead after
@@ -33,9 +34,10 @@
 //
 // Where a granule's bytes are while a move is in flight: an evicted granule stays mapped onto its device chunk
 // until its copy is done (a write after the move started is lost, as with any use the plan did not foresee after
-// a granule's last use); a fetched one stays mapped onto its host chunk until its copy is done (reads see the right
-// bytes; a write meanwhile is lost). A granule with a live value is never unmapped while it may be used: the remap
-// maps the other chunk in the same critical section, on the lane's finishing thread. Where no device chunk can be had (the
+// a granule's last use), then is unmapped until the host mapper has mapped it onto its host chunk (tens of
+// microseconds: a use then faults, loudly, and the context is lost); a fetched one stays mapped onto its host chunk
+// until its copy is done (reads see the right bytes; a write meanwhile is lost), and the remap maps the device
+// chunk in the same critical section, on the lane's finishing thread. Where no device chunk can be had (the
 // pool is at the budget and no move in either queue will give one back), a fetch or make leaves the granule on its
 // host chunk: correct and slow, counted in stranded().
 #pragma once
@@ -107,6 +109,7 @@ class CopyResidency final : public Residency {
   static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
   static constexpr int kUnmapped = -2;  // nothing: never used yet, or a dead value whose device chunk was taken
   static constexpr int kStay = -3;      // a job's granule that goes nowhere new
+  static constexpr int kToHost = -4;    // nothing yet: evicted, its device chunk given back, its host mapping queued
   struct Granule {
     Chunk host;                           // handle 0 until first needed
     int device = kUnmapped;               // a device chunk (index into pool_), kOnHost or kUnmapped
@@ -163,6 +166,10 @@ class CopyResidency final : public Residency {
   // the jobs before it are remapped.
   void Run(Lane lane);
   void RunFinisher(Lane lane);
+  // Maps evicted granules onto their host chunks (host_maps_), off the eviction lane's finishing thread: the device
+  // chunk goes back to the pool once the granule is unmapped, and the next eviction's remap need not wait for the
+  // host mapping of this one.
+  void RunHostMaps();
   // The lane's job `seq` is done: its flag takes the value, written on the lane's signal stream (mu_ held).
   void SignalLocked(Lane lane, uint32_t seq);
   // Takes the device chunks and issues the copies (mu_ held; may wait for an earlier move or for a chunk).
@@ -176,6 +183,8 @@ class CopyResidency final : public Residency {
   // does, once for a run of granules: SetAccess).
   Status MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access = true);
   Status SetAccess(uint64_t addr, uint64_t bytes);
+  // Access for granules just mapped, set once per run of adjacent ones.
+  void SetAccessRuns(std::vector<uint64_t> granules);
   // The granule is no longer dead (a make revived it, or a move gave it a value): out of dropped_ (mu_ held).
   void Undrop(Granule* g);
   Result<Chunk> NewChunk(bool on_host);
@@ -218,6 +227,8 @@ class CopyResidency final : public Residency {
   static constexpr uint64_t kFreedDrops = 1ull << 62;
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
+  std::vector<uint64_t> host_maps_;  // evicted granules (kToHost) to map onto their host chunks
+  std::thread host_mapper_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
   std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)
   bool stopping_ = false;
