@@ -499,34 +499,47 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
     lock.lock();
     lanes_[lane].spare.push_back(started.done);
   }
-  std::vector<uint64_t> mapped;
-  bool to_host = false;
+  // The remaps are read off under the lock, made outside it (the granules are in flight, so no other thread changes
+  // their mappings or state until they are counted completed, and a caller's thread never waits behind a remap), and
+  // recorded under it again.
+  struct Remap {
+    Granule* g;
+    uint64_t addr;
+    int old, to;
+    CUmemGenericAllocationHandle onto;
+  };
+  std::vector<Remap> remaps;
   for (const auto& [addr, to] : started.moved) {
-    Granule* g = Find(addr);
-    if (g == nullptr) continue;
-    if (to != kStay) {
-      const int old = g->device;
-      if (old != kUnmapped) Fail(Check(api_.cuMemUnmap(addr, granularity_), "cuMemUnmap"));
-      Undrop(g);
-      if (to == kOnHost && old >= 0) {
-        // Evicted: its chunk goes back now, its host mapping comes on the host mapper's thread, which completes
-        // the move of the granule (a later move of it waits for that).
-        g->device = kToHost;
-        GiveBack(old, lanes_[lane].signal);
-        host_maps_.push_back(addr);
+    if (Granule* g = Find(addr)) {
+      remaps.push_back({g, addr, g->device, to, to >= 0 ? pool_[to].handle : to == kOnHost ? g->host.handle : 0});
+    }
+  }
+  lock.unlock();
+  std::vector<uint64_t> mapped;
+  for (const Remap& r : remaps) {
+    if (r.to == kStay) continue;
+    if (r.old != kUnmapped) Fail(Check(api_.cuMemUnmap(r.addr, granularity_), "cuMemUnmap"));
+    // An evicted granule is mapped onto its host chunk by the host mapper, once its device chunk is back.
+    if (r.to == kUnmapped || (r.to == kOnHost && r.old >= 0)) continue;
+    Fail(MapOnto(r.addr, r.onto, /*access=*/false));
+    mapped.push_back(r.addr);
+  }
+  SetAccessRuns(std::move(mapped));
+  lock.lock();
+  bool to_host = false;
+  for (const Remap& r : remaps) {
+    if (r.to != kStay) {
+      Undrop(r.g);
+      r.g->device = r.to == kOnHost && r.old >= 0 ? kToHost : r.to;
+      if (r.old >= 0) GiveBack(r.old, lanes_[lane].signal);
+      if (r.g->device == kToHost) {
+        host_maps_.push_back(r.addr);  // the host mapper counts the move completed
         to_host = true;
         continue;
       }
-      if (to != kUnmapped) {
-        Fail(MapOnto(addr, to >= 0 ? pool_[to].handle : g->host.handle, /*access=*/false));
-        mapped.push_back(addr);
-      }
-      g->device = to;
-      if (old >= 0) GiveBack(old, lanes_[lane].signal);
     }
-    ++g->completed;
+    ++r.g->completed;
   }
-  SetAccessRuns(std::move(mapped));
   if (to_host) cv_.notify_all();
 }
 
@@ -536,22 +549,26 @@ void CopyResidency::RunHostMaps() {
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !host_maps_.empty(); });
     if (host_maps_.empty()) return;
-    std::vector<uint64_t> batch;
-    batch.swap(host_maps_);
-    std::vector<Granule*> done;
-    std::vector<uint64_t> mapped;
-    for (uint64_t addr : batch) {
+    std::vector<std::pair<Granule*, uint64_t>> batch;
+    for (uint64_t addr : host_maps_) {
       Granule* g = Find(addr);
-      if (g == nullptr || g->device != kToHost) continue;  // released meanwhile
+      if (g != nullptr && g->device == kToHost) batch.emplace_back(g, addr);  // else released meanwhile
+    }
+    host_maps_.clear();
+    host_mapping_ = true;  // Finish waits for the batch
+    lock.unlock();
+    std::vector<uint64_t> mapped;
+    for (const auto& [g, addr] : batch) {
       Fail(MapOnto(addr, g->host.handle, /*access=*/false));
       mapped.push_back(addr);
-      done.push_back(g);
     }
     SetAccessRuns(std::move(mapped));
-    for (Granule* g : done) {
+    lock.lock();
+    for (const auto& [g, addr] : batch) {
       g->device = kOnHost;
       ++g->completed;
     }
+    host_mapping_ = false;
     cv_.notify_all();
   }
 }
@@ -628,7 +645,7 @@ void CopyResidency::Finish() {
       for (uint32_t l = 0; l < kLanes; ++l) {
         if (!lanes_[l].jobs.empty() || running_[l] != 0) return false;
       }
-      return host_maps_.empty();
+      return host_maps_.empty() && !host_mapping_;
     });
   }
   // And on the device: the caller's thread then comes after every move (what it maps or copies next too).

@@ -37,9 +37,9 @@
 // a granule's last use), then is unmapped until the host mapper has mapped it onto its host chunk (tens of
 // microseconds: a use then faults, loudly, and the context is lost); a fetched one stays mapped onto its host chunk
 // until its copy is done (reads see the right bytes; a write meanwhile is lost), and the remap maps the device
-// chunk in the same critical section, on the lane's finishing thread. Where no device chunk can be had (the
-// pool is at the budget and no move in either queue will give one back), a fetch or make leaves the granule on its
-// host chunk: correct and slow, counted in stranded().
+// chunk right after the unmap, on the lane's finishing thread (between the two a use faults). Where no device
+// chunk can be had (the pool is at the budget and no move in either queue will give one back), a fetch or make
+// leaves the granule on its host chunk: correct and slow, counted in stranded().
 #pragma once
 
 #include <array>
@@ -174,7 +174,7 @@ class CopyResidency final : public Residency {
   void SignalLocked(Lane lane, uint32_t seq);
   // Takes the device chunks and issues the copies (mu_ held; may wait for an earlier move or for a chunk).
   Started StartJob(Lane lane, Job job, std::unique_lock<std::mutex>& lock);
-  // Once its copies are done: the remaps, and the chunks given back (mu_ held).
+  // Once its copies are done: the remaps (made without mu_), and the chunks given back (mu_ held).
   void FinishJob(Lane lane, Started& started, std::unique_lock<std::mutex>& lock);
   // The granule at `addr`: its reservation's entry (mu_ held).
   Granule* Find(uint64_t addr);
@@ -228,6 +228,7 @@ class CopyResidency final : public Residency {
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
   std::vector<uint64_t> host_maps_;  // evicted granules (kToHost) to map onto their host chunks
+  bool host_mapping_ = false;        // the host mapper is mapping a batch (outside mu_)
   std::thread host_mapper_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
   std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)
