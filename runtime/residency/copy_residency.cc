@@ -98,6 +98,7 @@ CopyResidency::~CopyResidency() {
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
     if (c.given != nullptr) api_.cudaEventDestroy(c.given);
+    if (c.copied != nullptr) api_.cudaEventDestroy(c.copied);
     api_.cuMemUnmap(c.staging, granularity_);
     api_.cuMemAddressFree(c.staging, granularity_);
     api_.cuMemRelease(c.handle);
@@ -192,6 +193,13 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+void CopyResidency::Released(int chunk, cudaStream_t on) {
+  Chunk& c = pool_[chunk];
+  if (c.given == nullptr) Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
+  if (c.given != nullptr) Fail(Check(api_.cudaEventRecord(c.given, on), "cudaEventRecord"));
+  c.releasing = false;
+}
+
 void CopyResidency::GiveBack(int chunk, cudaStream_t on) {
   Chunk& c = pool_[chunk];
   if (on != nullptr && c.given == nullptr) {
@@ -234,6 +242,7 @@ Result<uint64_t> CopyResidency::Reserve(uint64_t bytes, bool on_device) {
     if (!on_device) continue;
     int c = kOnHost;
     if (!free_chunks_.empty() || pool_.size() < max_chunks_) c = TakeDeviceChunk(lock);
+    if (c >= 0 && pool_[c].releasing) cv_.wait(lock, [&] { return !pool_[c].releasing; });
     Status st = c >= 0 ? MapOnto(addr, pool_[c].handle) : EnsureHostChunk(&g);
     if (st.ok() && c < 0) st = MapOnto(addr, g.host.handle);
     if (!st.ok()) {
@@ -456,7 +465,16 @@ CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_l
       moved.emplace_back(go.addr, kStay);
     } else if (to_device) {
       const int c = TakeDeviceChunk(lock);
-      if (c >= 0 && pool_[c].given != nullptr) {
+      if (c >= 0 && !copies) {
+        // Mapped once the old value is copied out; the make completes after the old granule's unmap (FinishJob).
+        if (pool_[c].copied != nullptr) {
+          Fail(Check(api_.cudaStreamWaitEvent(l.stream, pool_[c].copied, 0), "cudaStreamWaitEvent"));
+        }
+        started.after_given.push_back(c);
+      } else if (c >= 0 && pool_[c].releasing) {
+        cv_.wait(lock, [&] { return !pool_[c].releasing; });  // nothing is copied into it before the unmap
+      }
+      if (c >= 0 && copies && pool_[c].given != nullptr) {
         Fail(Check(api_.cudaStreamWaitEvent(l.stream, pool_[c].given, 0), "cudaStreamWaitEvent"));
       }
       if (c >= 0 && copies && was == kOnHost && go.data > 0) {
@@ -512,8 +530,21 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
   for (const auto& [addr, to] : started.moved) {
     if (Granule* g = Find(addr)) {
       remaps.push_back({g, addr, g->device, to, to >= 0 ? pool_[to].handle : to == kOnHost ? g->host.handle : 0});
+      // Its device chunk goes back before the unmap: a make may map it meanwhile (Chunk::releasing).
+      if (to != kStay && g->device >= 0) {
+        Chunk& chunk = pool_[g->device];
+        chunk.releasing = true;
+        if (chunk.copied == nullptr) {
+          Fail(Check(api_.cudaEventCreateWithFlags(&chunk.copied, cudaEventDisableTiming), "cudaEventCreate"));
+        }
+        if (chunk.copied != nullptr) {
+          Fail(Check(api_.cudaEventRecord(chunk.copied, lanes_[lane].signal), "cudaEventRecord"));
+        }
+        free_chunks_.push_back(g->device);
+      }
     }
   }
+  if (!remaps.empty()) cv_.notify_all();
   lock.unlock();
   std::vector<uint64_t> mapped;
   for (const Remap& r : remaps) {
@@ -526,21 +557,27 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
   }
   SetAccessRuns(std::move(mapped));
   lock.lock();
-  bool to_host = false;
   for (const Remap& r : remaps) {
     if (r.to != kStay) {
       Undrop(r.g);
       r.g->device = r.to == kOnHost && r.old >= 0 ? kToHost : r.to;
-      if (r.old >= 0) GiveBack(r.old, lanes_[lane].signal);
+      if (r.old >= 0) Released(r.old, lanes_[lane].signal);
       if (r.g->device == kToHost) {
         host_maps_.push_back(r.addr);  // the host mapper counts the move completed
-        to_host = true;
         continue;
       }
     }
     ++r.g->completed;
   }
-  if (to_host) cv_.notify_all();
+  // A chunk this job took while its old granule was being unmapped: the job completes after that unmap (its flag
+  // is written on the signal stream, which waits for the unmap's event).
+  for (int c : started.after_given) {
+    cv_.wait(lock, [&] { return !pool_[c].releasing; });
+    if (pool_[c].given != nullptr) {
+      Fail(Check(api_.cudaStreamWaitEvent(lanes_[lane].signal, pool_[c].given, 0), "cudaStreamWaitEvent"));
+    }
+  }
+  cv_.notify_all();
 }
 
 void CopyResidency::RunHostMaps() {

@@ -26,6 +26,9 @@
 //          job on the drop lane: after `after`, the granule is unmapped and its chunk goes back to the pool.
 //   make   a device chunk from the pool (or a dead granule's), mapped onto the granule after the last use of its
 //          old value (the drop's `after`); nothing is copied.
+// An eviction or drop gives its device chunk back before it unmaps the old granule: a make maps the chunk at once
+// (one chunk at two addresses for a moment) and completes only after that unmap, so the new value's writes never
+// reach the old addresses; a fetch copies into the chunk only after the unmap.
 // A move completes by writing its sequence number to a flag in pinned memory (cuStreamWriteValue32 on a stream of
 // the lane's own that never waits, so the device sees the value when the thread wrote it); WaitOn makes a stream wait
 // for that value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone
@@ -104,6 +107,11 @@ class CopyResidency final : public Residency {
     // stream waits for it. On a GPU it has long completed; it tells a simulated device that the chunk's next use
     // comes after the giving thread's remap (two threads handing work over through a lock keep their own clocks).
     cudaEvent_t given = nullptr;
+    // Given back while its old granule is still mapped onto it (being unmapped on the giving thread): a make may
+    // map it at once (after `copied`, recorded when the chunk was given back, its old value's copy done) but
+    // completes only after the unmap (`given` is recorded then); a fetch copies into it only after the unmap.
+    bool releasing = false;
+    cudaEvent_t copied = nullptr;
   };
   // Where a granule's addresses lead, besides a device chunk (an index into pool_).
   static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
@@ -142,6 +150,7 @@ class CopyResidency final : public Residency {
     Job job;
     cudaEvent_t done = nullptr;                   // after its copies, on the lane's stream
     std::vector<std::pair<uint64_t, int>> moved;  // (granule, where it goes: a device chunk, kOnHost, kUnmapped, kStay)
+    std::vector<int> after_given;                 // a make's chunks: it completes after their `given`
   };
   // Jobs a lane has started and not finished, at most.
   static constexpr size_t kInFlight = 8;
@@ -206,6 +215,9 @@ class CopyResidency final : public Residency {
   uint64_t Count(Pred ok) const;
   // A device chunk back to the pool; `on` is the giving lane's signal stream, where Chunk::given is recorded.
   void GiveBack(int chunk, cudaStream_t on = nullptr);
+  // A chunk given back while its old granule was mapped onto it (Chunk::releasing) is free of it now: `given` is
+  // recorded on `on`, the giving lane's signal stream (mu_ held).
+  void Released(int chunk, cudaStream_t on);
   // Keeps the first failure; true when `st` is one.
   bool Fail(Status st);
 

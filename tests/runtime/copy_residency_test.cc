@@ -174,6 +174,40 @@ TEST_F(CopyResidencyTest, AFetchThatNoEvictionMakesRoomForStaysOnTheHostWithTheR
   EXPECT_TRUE(Holds(*addr + kG, kG, 5));
 }
 
+// A make at the budget maps the chunk an eviction gives back while the evicted granule is being unmapped (one
+// physical chunk at two addresses), and completes only after that unmap: the new value's writes never reach the
+// old value's addresses, which lead to its host chunk after.
+TEST_F(CopyResidencyTest, AMakeMapsAnEvictedChunkWhileTheEvictedGranuleIsUnmapped) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG, /*on_device=*/false);
+  ASSERT_TRUE(addr.ok());
+  const uint64_t old = *addr, made = *addr + kG;
+  r->Make({old, kG}, {});
+  r->Finish();
+  Fill(old, kG, 8);
+  r->Evict({old, kG}, {});  // its host chunk made, and the lanes' threads past their first calls
+  r->Fetch({old, kG}, {});
+  r->Finish();
+  const float ms = MsUntilDone(*r, [&] {
+    r->Evict({old, kG}, {});
+    return r->Make({made, kG}, {});
+  });
+  r->Finish();
+  const policy::HwProfile& p = policy::DefaultProfile();
+  const double copy_s = static_cast<double>(kG) / p.copy.d2h_bw;
+  // After the copy and the unmap (the make's map and access change overlap the unmap); one after the other, the
+  // copy, the unmap, the map and the access change would take longer than the bound (0.23 ms against 0.21 here).
+  EXPECT_GT(ms * 1e-3, copy_s + p.host.unmap_s);
+  EXPECT_LT(ms * 1e-3, copy_s + p.host.unmap_s + p.host.map_s + p.host.set_access_s / 2);
+  Fill(made, kG, 9);
+  EXPECT_TRUE(Holds(old, kG, 8));
+  EXPECT_TRUE(Holds(made, kG, 9));
+  EXPECT_EQ(r->device_granules(), 1u);
+  EXPECT_EQ(r->peak_device_bytes(), kG);
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+}
+
 TEST_F(CopyResidencyTest, ADroppedGranuleIsRevivedInPlaceOrGivesItsChunkToAFetch) {
   auto r = Make(1);
   ASSERT_NE(r, nullptr);
