@@ -75,6 +75,11 @@ Status CopyResidency::Init() {
       }
     }
   }
+  if (Status st = Check(api_.cudaStreamCreateWithFlags(&host_mapper_stream_, cudaStreamNonBlocking),
+                        "cudaStreamCreate");
+      !st.ok()) {
+    return st;
+  }
   for (uint32_t l = 0; l < kLanes; ++l) {
     lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
     lanes_[l].finisher = std::thread([this, l] { RunFinisher(static_cast<Lane>(l)); });
@@ -95,6 +100,7 @@ CopyResidency::~CopyResidency() {
     if (lane.finisher.joinable()) lane.finisher.join();
   }
   if (host_mapper_.joinable()) host_mapper_.join();
+  if (host_mapper_stream_ != nullptr) api_.cudaStreamDestroy(host_mapper_stream_);
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
     if (c.given != nullptr) api_.cudaEventDestroy(c.given);
@@ -195,17 +201,14 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
 
 void CopyResidency::Released(int chunk, cudaStream_t on) {
   Chunk& c = pool_[chunk];
-  if (c.given == nullptr) Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
+  if (c.given == nullptr) {
+    Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
+  }
   if (c.given != nullptr) Fail(Check(api_.cudaEventRecord(c.given, on), "cudaEventRecord"));
   c.releasing = false;
 }
 
-void CopyResidency::GiveBack(int chunk, cudaStream_t on) {
-  Chunk& c = pool_[chunk];
-  if (on != nullptr && c.given == nullptr) {
-    Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
-  }
-  if (on != nullptr && c.given != nullptr) Fail(Check(api_.cudaEventRecord(c.given, on), "cudaEventRecord"));
+void CopyResidency::GiveBack(int chunk) {
   free_chunks_.push_back(chunk);
   cv_.notify_all();
 }
@@ -264,6 +267,7 @@ void CopyResidency::Release(uint64_t addr) {
   for (size_t i = 0; i < it->second.granules.size(); ++i) {
     Granule& g = it->second.granules[i];
     if (g.device != kUnmapped && g.device != kToHost) api_.cuMemUnmap(addr + i * granularity_, granularity_);
+    if (g.device == kToUnmap) g.device = kUnmapped;  // the host mapper releases its chunk
     Undrop(&g);
     if (g.device >= 0) GiveBack(g.device);
     if (g.host.handle != 0) {
@@ -354,11 +358,15 @@ int CopyResidency::TakeDroppedChunk(std::unique_lock<std::mutex>& lock) {
       lock.lock();
       continue;
     }
-    // Its value is dead: the addresses lead nowhere until a make (a use nobody foresaw faults, loudly).
+    // Its value is dead: the addresses will lead nowhere until a make (a use nobody foresaw faults, loudly). The
+    // host mapper unmaps them (a move of the granule: a make of it waits); a make maps the chunk meanwhile.
     const int chunk = pick->device;
-    Fail(Check(api_.cuMemUnmap(pick_addr, granularity_), "cuMemUnmap"));
-    pick->device = kUnmapped;
+    host_maps_.push_back({pick_addr, chunk, pick->dead});
+    pick->device = kToUnmap;
+    ++pick->posted;
     Undrop(pick);
+    pool_[chunk].releasing = true;
+    cv_.notify_all();
     return chunk;
   }
   return -1;
@@ -563,7 +571,7 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
       r.g->device = r.to == kOnHost && r.old >= 0 ? kToHost : r.to;
       if (r.old >= 0) Released(r.old, lanes_[lane].signal);
       if (r.g->device == kToHost) {
-        host_maps_.push_back(r.addr);  // the host mapper counts the move completed
+        host_maps_.push_back({r.addr, -1, nullptr});  // the host mapper counts the move completed
         continue;
       }
     }
@@ -586,24 +594,35 @@ void CopyResidency::RunHostMaps() {
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !host_maps_.empty(); });
     if (host_maps_.empty()) return;
-    std::vector<std::pair<Granule*, uint64_t>> batch;
-    for (uint64_t addr : host_maps_) {
-      Granule* g = Find(addr);
-      if (g != nullptr && g->device == kToHost) batch.emplace_back(g, addr);  // else released meanwhile
+    std::vector<std::pair<Granule*, HostWork>> batch;
+    for (HostWork& w : host_maps_) {
+      Granule* g = Find(w.addr);
+      if (g != nullptr && g->device != (w.chunk >= 0 ? kToUnmap : kToHost)) g = nullptr;  // released meanwhile
+      batch.emplace_back(g, std::move(w));
     }
     host_maps_.clear();
     host_mapping_ = true;  // Finish waits for the batch
     lock.unlock();
     std::vector<uint64_t> mapped;
-    for (const auto& [g, addr] : batch) {
-      Fail(MapOnto(addr, g->host.handle, /*access=*/false));
-      mapped.push_back(addr);
+    for (const auto& [g, w] : batch) {
+      if (g == nullptr) continue;
+      if (w.chunk < 0) {
+        Fail(MapOnto(w.addr, g->host.handle, /*access=*/false));
+        mapped.push_back(w.addr);
+        continue;
+      }
+      // After the dead value's last use, on this thread's clock too (on a GPU it has long completed).
+      if (w.dead != nullptr) Fail(Check(api_.cudaEventSynchronize(w.dead.get()), "cudaEventSynchronize"));
+      Fail(Check(api_.cuMemUnmap(w.addr, granularity_), "cuMemUnmap"));
     }
     SetAccessRuns(std::move(mapped));
     lock.lock();
-    for (const auto& [g, addr] : batch) {
-      g->device = kOnHost;
-      ++g->completed;
+    for (const auto& [g, w] : batch) {
+      if (g != nullptr) {
+        g->device = w.chunk >= 0 ? kUnmapped : kOnHost;
+        ++g->completed;
+      }
+      if (w.chunk >= 0) Released(w.chunk, host_mapper_stream_);
     }
     host_mapping_ = false;
     cv_.notify_all();

@@ -21,14 +21,15 @@
 //          chunk -> device chunk at its staging address; once it is done, the granule is mapped onto it.
 //   drop   a dead value (freed, or discarded to be rebuilt): the granule keeps its chunk, marked dead after
 //          `after`, until a make revives it in place (an allocator hands out the same addresses again, a recompute
-//          rebuilds the value) or another granule needs the chunk; then the granule is unmapped (a use nobody
-//          foresaw faults). Discarded values give their chunks first. A drop of a granule with a move in flight is a
-//          job on the drop lane: after `after`, the granule is unmapped and its chunk goes back to the pool.
+//          rebuilds the value) or another granule needs the chunk; then the granule is unmapped, on the host
+//          mapper's thread (a use nobody foresaw faults). Discarded values give their chunks first. A drop of a
+//          granule with a move in flight is a job on the drop lane: after `after`, the granule is unmapped and its
+//          chunk goes back to the pool.
 //   make   a device chunk from the pool (or a dead granule's), mapped onto the granule after the last use of its
 //          old value (the drop's `after`); nothing is copied.
-// An eviction or drop gives its device chunk back before it unmaps the old granule: a make maps the chunk at once
-// (one chunk at two addresses for a moment) and completes only after that unmap, so the new value's writes never
-// reach the old addresses; a fetch copies into the chunk only after the unmap.
+// An eviction, a drop or a dead granule gives its device chunk before its old granule is unmapped: a make maps it
+// at once (one chunk at two addresses for a moment) and completes only after that unmap, so the new value's writes
+// never reach the old addresses; a fetch copies into the chunk only after the unmap.
 // A move completes by writing its sequence number to a flag in pinned memory (cuStreamWriteValue32 on a stream of
 // the lane's own that never waits, so the device sees the value when the thread wrote it); WaitOn makes a stream wait
 // for that value (cuStreamWaitValue32), so that a stream waits for a remap without any thread waiting; RecordDone
@@ -103,21 +104,21 @@ class CopyResidency final : public Residency {
   struct Chunk {
     CUmemGenericAllocationHandle handle = 0;
     uint64_t staging = 0;  // where it is mapped on its own
-    // Recorded by the lane thread that gave the chunk back, once its old granule was remapped; the next taker's
-    // stream waits for it. On a GPU it has long completed; it tells a simulated device that the chunk's next use
-    // comes after the giving thread's remap (two threads handing work over through a lock keep their own clocks).
-    cudaEvent_t given = nullptr;
-    // Given back while its old granule is still mapped onto it (being unmapped on the giving thread): a make may
-    // map it at once (after `copied`, recorded when the chunk was given back, its old value's copy done) but
-    // completes only after the unmap (`given` is recorded then); a fetch copies into it only after the unmap.
+    // Taken while its old granule is still mapped onto it (being unmapped on the giving thread, or the host
+    // mapper's): a make may map it at once but completes only after the unmap; a fetch copies into it only after.
     bool releasing = false;
-    cudaEvent_t copied = nullptr;
+    // Recorded by the thread that gave the chunk: `copied` once its old value was copied out (an eviction's), `given`
+    // once its old granule was unmapped. A make's stream waits for `copied`, its completion for `given`; a fetch's
+    // stream waits for `given`. On a GPU they have long completed; they tell a simulated device that the chunk's
+    // next use comes after the giving thread's work (threads handing work over through a lock keep their own clocks).
+    cudaEvent_t copied = nullptr, given = nullptr;
   };
   // Where a granule's addresses lead, besides a device chunk (an index into pool_).
   static constexpr int kOnHost = -1;    // its host chunk: a value away from the device
   static constexpr int kUnmapped = -2;  // nothing: never used yet, or a dead value whose device chunk was taken
   static constexpr int kStay = -3;      // a job's granule that goes nowhere new
   static constexpr int kToHost = -4;    // nothing yet: evicted, its device chunk given back, its host mapping queued
+  static constexpr int kToUnmap = -5;   // a dead value whose device chunk was taken, still mapped until the unmap
   struct Granule {
     Chunk host;                           // handle 0 until first needed
     int device = kUnmapped;               // a device chunk (index into pool_), kOnHost or kUnmapped
@@ -175,9 +176,9 @@ class CopyResidency final : public Residency {
   // the jobs before it are remapped.
   void Run(Lane lane);
   void RunFinisher(Lane lane);
-  // Maps evicted granules onto their host chunks (host_maps_), off the eviction lane's finishing thread: the device
-  // chunk goes back to the pool once the granule is unmapped, and the next eviction's remap need not wait for the
-  // host mapping of this one.
+  // Maps evicted granules onto their host chunks, and unmaps dead granules whose chunks were taken (host_maps_),
+  // off the lanes' threads: an eviction's next remap need not wait for this one's host mapping, and a make that
+  // takes a dead granule's chunk maps it while the dead granule is unmapped.
   void RunHostMaps();
   // The lane's job `seq` is done: its flag takes the value, written on the lane's signal stream (mu_ held).
   void SignalLocked(Lane lane, uint32_t seq);
@@ -213,8 +214,8 @@ class CopyResidency final : public Residency {
   bool Every(ResidencyRange r, Pred ok) const;
   template <typename Pred>
   uint64_t Count(Pred ok) const;
-  // A device chunk back to the pool; `on` is the giving lane's signal stream, where Chunk::given is recorded.
-  void GiveBack(int chunk, cudaStream_t on = nullptr);
+  // A device chunk no granule is mapped onto back to the pool (mu_ held).
+  void GiveBack(int chunk);
   // A chunk given back while its old granule was mapped onto it (Chunk::releasing) is free of it now: `given` is
   // recorded on `on`, the giving lane's signal stream (mu_ held).
   void Released(int chunk, cudaStream_t on);
@@ -239,8 +240,16 @@ class CopyResidency final : public Residency {
   static constexpr uint64_t kFreedDrops = 1ull << 62;
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
-  std::vector<uint64_t> host_maps_;  // evicted granules (kToHost) to map onto their host chunks
-  bool host_mapping_ = false;        // the host mapper is mapping a batch (outside mu_)
+  // The host mapper's work: an evicted granule (kToHost) to map onto its host chunk, or a dead one (kToUnmap) to
+  // unmap, whose chunk (releasing) it then releases.
+  struct HostWork {
+    uint64_t addr;
+    int chunk = -1;                    // kToUnmap: the chunk taken
+    std::shared_ptr<CUevent_st> dead;  // kToUnmap: the last use of its value
+  };
+  std::vector<HostWork> host_maps_;
+  bool host_mapping_ = false;        // the host mapper is working on a batch (outside mu_)
+  cudaStream_t host_mapper_stream_ = nullptr;  // where it records Chunk::given
   std::thread host_mapper_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
   std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)

@@ -236,6 +236,33 @@ TEST_F(CopyResidencyTest, ADroppedGranuleIsRevivedInPlaceOrGivesItsChunkToAFetch
   EXPECT_EQ(r->peak_device_bytes(), kG);
 }
 
+// A make at the budget takes a dead granule's chunk and maps it while the host mapper unmaps the dead granule; it
+// completes after that unmap, and the dead granule's addresses then lead nowhere.
+TEST_F(CopyResidencyTest, AMakeMapsADeadGranulesChunkWhileTheDeadGranuleIsUnmapped) {
+  auto r = Make(1);
+  ASSERT_NE(r, nullptr);
+  auto addr = r->Reserve(2 * kG, /*on_device=*/false);
+  ASSERT_TRUE(addr.ok());
+  const uint64_t dead = *addr, made = *addr + kG;
+  for (uint64_t a : {dead, made, dead}) {  // each lane's threads past their first calls; `dead` holds the chunk
+    r->Make({a, kG}, {});
+    r->Finish();
+    Fill(a, kG, 9);  // this thread's clock past the lanes' threads'
+    r->Drop({a, kG}, {}, false);
+  }
+  const float ms = MsUntilDone(*r, [&] { return r->Make({made, kG}, {}); });
+  r->Finish();
+  const policy::HwProfile& p = policy::DefaultProfile();
+  EXPECT_GT(ms * 1e-3, p.host.map_s + p.host.set_access_s);
+  EXPECT_FALSE(r->Backed({dead, kG}));
+  EXPECT_TRUE(r->Resident({made, kG}));
+  Fill(made, kG, 10);
+  EXPECT_TRUE(Holds(made, kG, 10));
+  EXPECT_EQ(r->device_granules(), 1u);
+  EXPECT_EQ(r->stranded(), 0u);
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+}
+
 // A dropped value keeps its chunk, dead, whether it was freed or discarded to be rebuilt; a granule that needs a
 // chunk takes a discarded value's before a freed one's (an allocator is likely to hand the freed addresses out again
 // soon, where they revive in place), and the granule it took from is unmapped: a use nobody foresaw faults.
