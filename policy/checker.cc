@@ -389,7 +389,7 @@ class Replay {
     if (a.kind == ActionKind::kSwapOut) {
       if (d2h_.busy) return Bad(fmt::format("swap-out {} starts while swap-out {} copies", i, d2h_.action));
       if (!s.on_device || s.arriving) return Bad(fmt::format("swap-out of buffer {}, not on the device", a.buffer));
-      d2h_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.d2h_bw(), i};
+      d2h_ = {true, now_ + static_cast<double>(it_.buffers[a.buffer].MovedBytes()) / in_.hw.d2h_bw(), i};
       pending_host_value_[i] = s.value;
       return Status::Ok();
     }
@@ -400,7 +400,7 @@ class Replay {
     s.on_device = true;
     s.arriving = true;
     s.value = s.host_value;
-    h2d_ = {true, now_ + static_cast<double>(Bytes(a.buffer)) / in_.hw.h2d_bw(), i};
+    h2d_ = {true, now_ + static_cast<double>(it_.buffers[a.buffer].MovedBytes()) / in_.hw.h2d_bw(), i};
     return Allocate(a.buffer, "the swap-in");
   }
 

@@ -111,7 +111,7 @@ void AddBlockDecisions(const PlanningModel& m, std::vector<Block>& blocks, const
       if (CrossesEnd(m, id, blocks[static_cast<size_t>(o)])) continue;
       auto ops = ResolveRecompute(m, {id}, m.first_later_use[x], available);
       if (!ops.ok()) continue;
-      const double swap_s = static_cast<double>(in.it->buffers[x].bytes) / in.hw.h2d_bw();
+      const double swap_s = static_cast<double>(in.it->buffers[x].MovedBytes()) / in.hw.h2d_bw();
       if (SecondsOf(m, *ops) >= options.cheap_recompute_ratio * swap_s) continue;
       set_dropped(id, true);
       const uint32_t seg = segment_of[LastForwardWrite(m, id)];
@@ -216,12 +216,14 @@ BlockFacts FactsOf(const PlanningModel& m, const std::vector<Block>& blocks, siz
   for (size_t x = 0; x < owner.size(); ++x) {
     if (owner[x] != static_cast<int>(index) || !m.saved[x]) continue;
     f.saved_bytes += in.it->buffers[x].bytes;
+    f.saved_moved += in.it->buffers[x].MovedBytes();
     if (CrossesEnd(m, static_cast<trace::BufferId>(x), blk)) continue;
     f.dropped_bytes += in.it->buffers[x].bytes;
+    f.dropped_moved += in.it->buffers[x].MovedBytes();
     dropped.push_back(static_cast<trace::BufferId>(x));
     available[x] = false;
   }
-  f.swap_in_s = static_cast<double>(f.saved_bytes) / in.hw.h2d_bw();
+  f.swap_in_s = static_cast<double>(f.saved_moved) / in.hw.h2d_bw();
   if (dropped.empty()) {
     f.recompute_s = 0;
   } else if (auto ops = ResolveRecompute(m, dropped, FirstNeed(m, dropped), available); ops.ok()) {
@@ -278,7 +280,7 @@ void SelectRecompute(const PlanningModel& m, std::vector<Block>& blocks, const R
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i].mode != BlockMode::kSwap) continue;
     const BlockFacts f = FactsOf(m, blocks, i);
-    const double swap_s = static_cast<double>(f.dropped_bytes) / m.in->hw.h2d_bw();
+    const double swap_s = static_cast<double>(f.dropped_moved) / m.in->hw.h2d_bw();
     if (f.dropped_bytes > 0 && f.recompute_s >= 0 && f.recompute_s < options.ratio * swap_s) {
       blocks[i].mode = BlockMode::kRecompute;
     }

@@ -20,9 +20,11 @@ namespace karma::policy {
 struct BlockFacts {
   uint64_t saved_bytes = 0;        // saved for the backward pass, written in the block
   uint64_t dropped_bytes = 0;      // of which a recompute would rebuild (the rest crosses into later blocks)
+  uint64_t saved_moved = 0;        // what moves of the saved and of the dropped data copy (Buffer::MovedBytes)
+  uint64_t dropped_moved = 0;
   double forward_s = 0;            // compute time of the block's forward ops
   double recompute_s = -1;         // time to rebuild the dropped data before its backward use; < 0: impossible
-  double swap_in_s = 0;            // saved_bytes over the host-to-device link
+  double swap_in_s = 0;            // saved_moved over the host-to-device link
 };
 
 // The cut points (ops where a block may start: clean cuts at layer starts, or with `whole_buffers` buffer cuts)

@@ -237,7 +237,7 @@ class Simulation {
     d2h_head_++;
     d2h_busy_ = true;
     d2h_action_ = i;
-    const double secs = static_cast<double>(B(a.buffer).bytes) / in_.hw.d2h_bw();
+    const double secs = static_cast<double>(B(a.buffer).MovedBytes()) / in_.hw.d2h_bw();
     d2h_end_ = now_ + secs;
     r_.d2h_busy_s += secs;
     r_.swap_out_bytes += B(a.buffer).bytes;
@@ -286,7 +286,7 @@ class Simulation {
     SetUsed(used_ + bytes);
     h2d_busy_ = true;
     h2d_action_ = i;
-    const double secs = static_cast<double>(bytes) / in_.hw.h2d_bw();
+    const double secs = static_cast<double>(B(a.buffer).MovedBytes()) / in_.hw.h2d_bw();
     h2d_end_ = now_ + secs;
     r_.h2d_busy_s += secs;
     r_.swap_in_bytes += bytes;

@@ -10,7 +10,7 @@
 namespace karma::solver {
 
 // Bumped whenever planning changes what it returns for the same inputs, so that older cached plans are not used.
-inline constexpr int kPlannerVersion = 9;
+inline constexpr int kPlannerVersion = 10;
 
 // KARMA_PLAN_CACHE when set ("off": no cache, returns ""), else $XDG_CACHE_HOME/karma/plans, else
 // $HOME/.cache/karma/plans ("" when neither is set).

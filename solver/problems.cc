@@ -151,7 +151,7 @@ BlockingData MeasureBlocking(const policy::PlanningModel& m, std::vector<Candida
     if (layer_of(e) < 0) continue;
     const size_t l = static_cast<size_t>(layer_of(e));
     block_buffer[e.buffer] = true;
-    if (!e.recomputed) out_bytes[l] += static_cast<double>(in.it->buffers[e.buffer].bytes);
+    if (!e.recomputed) out_bytes[l] += static_cast<double>(in.it->buffers[e.buffer].MovedBytes());
     d.need[l] = std::min(d.need[l], e.need);
   }
   for (const PlanBuilder::Eviction& e : b_kept.evictions()) add(e, -1);
@@ -420,10 +420,10 @@ RecomputeData MeasureRecompute(const policy::PlanningModel& m, const std::vector
     d.evicted.push_back(i);
     d.forward_after_s.push_back(after);
     d.recompute_s.push_back(f.dropped_bytes > 0 ? f.recompute_s : -1);
-    d.out_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.d2h_bw());
-    d.in_s.push_back(static_cast<double>(f.saved_bytes) / in.hw.h2d_bw());
-    d.dropped_out_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.d2h_bw());
-    d.dropped_in_s.push_back(static_cast<double>(f.dropped_bytes) / in.hw.h2d_bw());
+    d.out_s.push_back(static_cast<double>(f.saved_moved) / in.hw.d2h_bw());
+    d.in_s.push_back(static_cast<double>(f.saved_moved) / in.hw.h2d_bw());
+    d.dropped_out_s.push_back(static_cast<double>(f.dropped_moved) / in.hw.d2h_bw());
+    d.dropped_in_s.push_back(static_cast<double>(f.dropped_moved) / in.hw.h2d_bw());
     d.need.push_back(need[i]);
     d.wait_s.push_back(need[i] == trace::kNone ? 0.0 : WaitBefore(m, need[i]));
   }

@@ -47,7 +47,11 @@ struct Buffer {
   std::string dtype;     // element type when known ("float32"), else empty
   std::string site;      // allocation site (symbolized frames, innermost first), else empty
   uint64_t address = 0;  // device address when recorded, 0 when unknown
+  // What a move copies where that is less than `bytes` (a planning copy whose sizes are rounded up to whole pages:
+  // the value's own bytes), else 0. Not stored in files.
+  uint64_t moved_bytes = 0;
 
+  uint64_t MovedBytes() const { return moved_bytes != 0 ? moved_bytes : bytes; }
   bool operator==(const Buffer&) const = default;
 };
 

@@ -53,14 +53,14 @@ bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw)
   return departs(h2d_bw, assumed.h2d_bw()) || departs(d2h_bw, assumed.d2h_bw());
 }
 
-uint64_t MovePageFor(const policy::HwProfile& profile) {
-  return profile.moves == policy::MovePath::kCopy ? kLargePage : kResidencyPage;
-}
-
-trace::Iteration PlanningIteration(const trace::Iteration& it, uint64_t page) {
+trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwProfile& profile) {
+  const bool copies = profile.moves == policy::MovePath::kCopy;
+  const uint64_t page = copies ? kLargePage : kResidencyPage;
   trace::Iteration p = it;
   for (trace::Buffer& b : p.buffers) {
-    if (b.bytes > kSmallLimit) b.bytes = AlignUp(b.bytes, page);  // a large buffer owns its pages, the last one too
+    if (b.bytes <= kSmallLimit) continue;
+    if (copies && b.bytes % page != 0) b.moved_bytes = b.bytes;
+    b.bytes = AlignUp(b.bytes, page);  // a large buffer owns its pages, the last one too
   }
   // The policy frees a buffer right after its last use; an application often frees it a few ops later, and until
   // then its pages stay on the device. The op right before the free is made to read it, so that the plan counts
@@ -122,7 +122,7 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
 Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   if (req.recorded == nullptr) return InvalidArgument("no recorded iteration");
   const RecordedIteration& rec = *req.recorded;
-  const trace::Iteration planning = PlanningIteration(rec.it, MovePageFor(req.profile));
+  const trace::Iteration planning = PlanningIteration(rec.it, req.profile);
   PlanOutcome out;
   out.key = PlanKey(planning, req.profile, req.capacity, req.no_recompute);
   if (!req.cache_dir.empty()) out.path = req.cache_dir + "/" + out.key + ".plan.json";

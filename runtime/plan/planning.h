@@ -69,15 +69,14 @@ std::string DescribePagedOps(const PlanOutcome& outcome, const trace::Iteration&
 // what it holds fits.
 std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity);
 
-// What the planner sees: the recorded iteration with every buffer the arena does not pack into a slab (above 1
-// MiB) rounded up to whole residency pages (64 KiB: the arena gives such buffers pages of their own, and
-// residency moves by page), so that a plan within the capacity keeps the device within it; a buffer read by the
+// What the planner sees for moves on `profile`'s path: the recorded iteration with every buffer the arena does not
+// pack into a slab (above 1 MiB) rounded up to whole pages of the path (the arena gives such buffers pages of
+// their own, and moves go by page: 2 MiB chunks of the virtual memory API on the copy path, 64 KiB residency pages
+// on managed memory), so that a plan within the capacity keeps the device within it, while a move on the copy path
+// takes as long as the value's own bytes (Buffer::moved_bytes: the copy path copies no more); a buffer read by the
 // op before its late free (the device holds it until then); and memory the application keeps (no allocation in
 // the iteration) read by its first use, so that its value is live throughout: KARMA moves it, never drops it.
-trace::Iteration PlanningIteration(const trace::Iteration& it, uint64_t page = kResidencyPage);
-// The page the plan's moves take device memory by: 2 MiB chunks of the virtual memory API on the copy path, the
-// managed residency page otherwise.
-uint64_t MovePageFor(const policy::HwProfile& profile);
+trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwProfile& profile);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
 // GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact): nothing else may be rebuilt.

@@ -157,7 +157,7 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   uint64_t evicted_bytes = 0;  // what the evictions move to the host
   // The iteration as the plan was made for it, simulated with the plan's profile: for when swap-ins start and for
   // the memory the plan holds at each op.
-  const trace::Iteration planning = PlanningIteration(it, MovePageFor(planned_with));
+  const trace::Iteration planning = PlanningIteration(it, planned_with);
   const policy::SimInput in = policy::MakeSimInput(planning, planned_with, plan.capacity_bytes);
   // On the copy path a fetch takes device memory when it is issued; managed memory's prefetch makes the driver
   // evict what it needs, and goes out at `after` as planned.

@@ -126,11 +126,11 @@ void PlanControl::InstallGivenPlan(const RecordedIteration& rec, const policy::H
     FailPlanning(read.status().message());
     return;
   }
-  std::string key = PlanKey(PlanningIteration(rec.it, MovePageFor(profile)), profile, capacity, no_recompute);
+  std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, no_recompute);
   // A plan made with the link rates another run measured names them.
   policy::HwProfile planned_with = profile;
   if (read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &planned_with)) {
-    key = PlanKey(PlanningIteration(rec.it, MovePageFor(planned_with)), planned_with, capacity, no_recompute);
+    key = PlanKey(PlanningIteration(rec.it, planned_with), planned_with, capacity, no_recompute);
   }
   if (read->fingerprint != key) {
     FailPlanning(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
@@ -339,7 +339,7 @@ policy::HwProfile PlanControl::SettleRecordedLink(const RecordedIteration& rec, 
     }
     went_back = link_.recorded_went_back;
   }
-  const std::string key = PlanKey(PlanningIteration(rec.it, MovePageFor(profile)), profile, capacity, no_recompute);
+  const std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, no_recompute);
   if (std::find(went_back.begin(), went_back.end(), key) == went_back.end()) return profile;
   const policy::HwProfile& device = ProfileForDevice(DeviceName());
   KARMA_LOG(kInfo, "an earlier run's plan for the link it measured ({}) replayed slower than the plan it replaced: "

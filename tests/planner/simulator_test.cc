@@ -187,6 +187,24 @@ TEST(Simulator, CopyEnginesServeSwapInsFirstInFirstOut) {
   EXPECT_NS(need_order.stall_s, 820 - 150);
 }
 
+// A buffer whose pages hold more than its value (Buffer::moved_bytes, the copy path's planning iteration) takes
+// its pages' room and moves its value's bytes.
+TEST(Simulator, AMoveCopiesTheValueAndTheBufferTakesItsPages) {
+  trace::Iteration it;
+  const auto p = testing::AddBuffer(it, 300, BufferKind::kActivation);
+  it.buffers[p].moved_bytes = 200;
+  const auto t = testing::AddBuffer(it, 250, BufferKind::kTemp);
+  AddTimedOp(it, Phase::kForward, {}, {p}, 10);   // 0
+  AddTimedOp(it, Phase::kForward, {}, {t}, 10);   // 1: waits for p's copy-out (10..210) to make room
+  AddTimedOp(it, Phase::kBackward, {t}, {}, 10);  // 2: 220..230, t dies
+  AddTimedOp(it, Phase::kBackward, {p}, {}, 10);  // 3: p back 230..430 (its 300 bytes: 640 in all)
+  const SimInput in = MakeSimInput(it, NanosecondProfile(), 500);
+  const SimResult r = SimulateChecked(in, testing::PlanOf({testing::SwapOut(p, 0), testing::SwapIn(p, 2, 3)}));
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_NS(r.iteration_s, 440);
+  EXPECT_EQ(r.peak_bytes, 300u);
+}
+
 TEST(Simulator, ASynchronousOffloadHoldsTheNextOp) {
   trace::Iteration it;
   const auto x = testing::AddBuffer(it, 300, BufferKind::kActivation);

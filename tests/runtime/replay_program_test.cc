@@ -181,7 +181,7 @@ TEST(CompileProgram, DiscardReadByAnEarlierRecomputeIsAnEviction) {
   EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
 }
 
-TEST(PlanningIteration, RoundsLargeBuffersToPagesHoldsLateFreedBuffersUntilTheirFreeAndKeptMemoryLive) {
+TEST(PlanningIteration, RoundsLargeBuffersToPagesMovesTheirBytesHoldsLateFreedBuffersUntilTheirFreeAndKeptMemoryLive) {
   trace::Iteration it;
   const uint64_t sizes[] = {(3u << 20) + 1, 1u << 20, 3u << 20, (3u << 19) + 100};
   for (trace::BufferId b = 0; b < 4; ++b) {
@@ -213,7 +213,7 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesHoldsLateFreedBuffersUntilTheir
     e.before_op = b;
     it.events.push_back(e);
   }
-  const trace::Iteration p = PlanningIteration(it);
+  const trace::Iteration p = PlanningIteration(it, policy::DefaultProfile());
   EXPECT_EQ(p.buffers[0].bytes, (3u << 20) + kResidencyPage);  // its last page is its own
   EXPECT_EQ(p.buffers[1].bytes, 1u << 20);  // packed into a slab with others
   EXPECT_EQ(p.buffers[2].bytes, 3u << 20);
@@ -223,6 +223,17 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesHoldsLateFreedBuffersUntilTheir
   EXPECT_EQ(p.ops[2].reads, (std::vector<trace::BufferId>{2}));
   EXPECT_TRUE(p.ops[4].reads.empty());
   for (uint32_t i : {0u, 1u}) EXPECT_EQ(p.ops[i].reads, it.ops[i].reads);
+  for (const trace::Buffer& b : p.buffers) EXPECT_EQ(b.moved_bytes, 0u);  // managed memory moves whole pages
+  // On the copy path a buffer takes whole 2 MiB chunks, and a move copies its own bytes.
+  policy::HwProfile copy = policy::DefaultProfile();
+  copy.moves = policy::MovePath::kCopy;
+  const trace::Iteration c = PlanningIteration(it, copy);
+  EXPECT_EQ(c.buffers[0].bytes, 4u << 20);
+  EXPECT_EQ(c.buffers[0].MovedBytes(), (3u << 20) + 1);
+  EXPECT_EQ(c.buffers[1].bytes, 1u << 20);  // in a slab
+  EXPECT_EQ(c.buffers[1].moved_bytes, 0u);
+  EXPECT_EQ(c.buffers[2].bytes, 4u << 20);
+  EXPECT_EQ(c.buffers[2].MovedBytes(), 3u << 20);
 }
 
 // The plan cache key changes with what changes the plan: the inputs, the ops excluded from recompute, and the
