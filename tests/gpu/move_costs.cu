@@ -506,6 +506,66 @@ void VmmCalls(const Backing& device, const Backing& host) {
   t.Print();
 }
 
+// VMM calls from several host threads at once, each remapping a 2 MiB device chunk of its own (cuMemMap,
+// cuMemSetAccess, cuMemUnmap): whether the driver runs them side by side or one at a time. simcuda counts each
+// thread's calls on that thread's clock, as if side by side; the copy residency makes them from several threads
+// (its lanes' finishing threads and its host mapper).
+void VmmThreads(const Backing& device) {
+  constexpr int kRemaps = 50;
+  Table t("VMM remaps from threads at once: each thread maps, sets access and unmaps a chunk of its own " +
+              std::to_string(kRemaps) + " times (median of " + std::to_string(g_reps) + ")",
+          {"threads", "us per remap, each thread", "remaps per ms, all threads", "x one thread"});
+  const size_t bytes = RoundUp(2 * kMiB, device.granularity);
+  const CUmemAllocationProp prop = Prop(device.where);
+  double one = 0;
+  for (int n : {1, 2, 4}) {
+    std::vector<double> per_remap, rate;
+    for (int r = 0; r < g_reps; ++r) {
+      std::vector<CUmemGenericAllocationHandle> h(n);
+      std::vector<CUdeviceptr> va(n);
+      for (int i = 0; i < n; ++i) {
+        CU_CHECK(cuMemCreate(&h[i], bytes, &prop, 0));
+        va[i] = Reserve(bytes, device.granularity);
+      }
+      std::atomic<int> ready{0};
+      std::atomic<bool> go{false};
+      std::vector<double> took(n);
+      std::vector<std::thread> threads;
+      for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+          CHECK(cudaSetDevice(g_dev));
+          ready.fetch_add(1);
+          while (!go.load()) {
+          }
+          const auto t0 = Clock::now();
+          for (int k = 0; k < kRemaps; ++k) {
+            CU_CHECK(cuMemMap(va[i], bytes, 0, h[i], 0));
+            CU_CHECK(Access(va[i], bytes));
+            CU_CHECK(cuMemUnmap(va[i], bytes));
+          }
+          took[i] = Us(t0, Clock::now());
+        });
+      }
+      while (ready.load() < n) {
+      }
+      const auto start = Clock::now();
+      go.store(true);
+      for (std::thread& th : threads) th.join();
+      const double wall_us = Us(start, Clock::now());
+      per_remap.push_back(Median(took) / kRemaps);
+      rate.push_back(n * kRemaps / (wall_us / 1e3));
+      for (int i = 0; i < n; ++i) {
+        CU_CHECK(cuMemAddressFree(va[i], bytes));
+        CU_CHECK(cuMemRelease(h[i]));
+      }
+    }
+    if (n == 1) one = Median(rate);
+    t.Add({std::to_string(n), F(Median(per_remap)), F(Median(rate)), F(Median(rate) / one, 2)});
+  }
+  t.Note("x one thread near the thread count: the calls run side by side; near 1: one at a time");
+  t.Print();
+}
+
 double KernelMs(float4* p, size_t n, int passes) {
   CHECK(cudaEventRecord(g_ev[0], g_s1));
   Touch<<<Blocks(), kThreads, 0, g_s1>>>(p, n, passes);
@@ -939,6 +999,7 @@ int main(int argc, char** argv) {
   PageableCopies(buf);
   const auto [device, host] = Granularities(numa);
   VmmCalls(device, host);
+  VmmThreads(device);
   RemapDuringKernel(buf.dev[0], device, host);
   MappedBandwidth(buf, device, host);
   ManagedSource(buf);
