@@ -75,7 +75,7 @@ Status CopyResidency::Init() {
       }
     }
   }
-  if (Status st = Check(api_.cudaStreamCreateWithFlags(&host_mapper_stream_, cudaStreamNonBlocking),
+  if (Status st = Check(api_.cudaStreamCreateWithFlags(&host_.stream, cudaStreamNonBlocking),
                         "cudaStreamCreate");
       !st.ok()) {
     return st;
@@ -84,7 +84,7 @@ Status CopyResidency::Init() {
     lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
     lanes_[l].finisher = std::thread([this, l] { RunFinisher(static_cast<Lane>(l)); });
   }
-  host_mapper_ = std::thread([this] { RunHostMaps(); });
+  host_.thread = std::thread([this] { RunHostMaps(); });
   return Status::Ok();
 }
 
@@ -99,8 +99,8 @@ CopyResidency::~CopyResidency() {
     if (lane.thread.joinable()) lane.thread.join();
     if (lane.finisher.joinable()) lane.finisher.join();
   }
-  if (host_mapper_.joinable()) host_mapper_.join();
-  if (host_mapper_stream_ != nullptr) api_.cudaStreamDestroy(host_mapper_stream_);
+  if (host_.thread.joinable()) host_.thread.join();
+  if (host_.stream != nullptr) api_.cudaStreamDestroy(host_.stream);
   while (!reservations_.empty()) Release(reservations_.begin()->first);
   for (Chunk& c : pool_) {
     if (c.given != nullptr) api_.cudaEventDestroy(c.given);
@@ -361,7 +361,7 @@ int CopyResidency::TakeDroppedChunk(std::unique_lock<std::mutex>& lock) {
     // Its value is dead: the addresses will lead nowhere until a make (a use nobody foresaw faults, loudly). The
     // host mapper unmaps them (a move of the granule: a make of it waits); a make maps the chunk meanwhile.
     const int chunk = pick->device;
-    host_maps_.push_back({pick_addr, chunk, pick->dead});
+    host_.work.push_back({pick_addr, chunk, pick->dead});
     pick->device = kToUnmap;
     ++pick->posted;
     Undrop(pick);
@@ -571,7 +571,7 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
       r.g->device = r.to == kOnHost && r.old >= 0 ? kToHost : r.to;
       if (r.old >= 0) Released(r.old, lanes_[lane].signal);
       if (r.g->device == kToHost) {
-        host_maps_.push_back({r.addr, -1, nullptr});  // the host mapper counts the move completed
+        host_.work.push_back({r.addr, -1, nullptr});  // the host mapper counts the move completed
         continue;
       }
     }
@@ -592,16 +592,16 @@ void CopyResidency::RunHostMaps() {
   api_.cudaSetDevice(device_);
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !host_maps_.empty(); });
-    if (host_maps_.empty()) return;
+    cv_.wait(lock, [&] { return stopping_ || !host_.work.empty(); });
+    if (host_.work.empty()) return;
     std::vector<std::pair<Granule*, HostWork>> batch;
-    for (HostWork& w : host_maps_) {
+    for (HostWork& w : host_.work) {
       Granule* g = Find(w.addr);
       if (g != nullptr && g->device != (w.chunk >= 0 ? kToUnmap : kToHost)) g = nullptr;  // released meanwhile
       batch.emplace_back(g, std::move(w));
     }
-    host_maps_.clear();
-    host_mapping_ = true;  // Finish waits for the batch
+    host_.work.clear();
+    host_.busy = true;  // Finish waits for the batch
     lock.unlock();
     std::vector<uint64_t> mapped;
     for (const auto& [g, w] : batch) {
@@ -622,9 +622,9 @@ void CopyResidency::RunHostMaps() {
         g->device = w.chunk >= 0 ? kUnmapped : kOnHost;
         ++g->completed;
       }
-      if (w.chunk >= 0) Released(w.chunk, host_mapper_stream_);
+      if (w.chunk >= 0) Released(w.chunk, host_.stream);
     }
-    host_mapping_ = false;
+    host_.busy = false;
     cv_.notify_all();
   }
 }
@@ -701,7 +701,7 @@ void CopyResidency::Finish() {
       for (uint32_t l = 0; l < kLanes; ++l) {
         if (!lanes_[l].jobs.empty() || running_[l] != 0) return false;
       }
-      return host_maps_.empty() && !host_mapping_;
+      return host_.work.empty() && !host_.busy;
     });
   }
   // And on the device: the caller's thread then comes after every move (what it maps or copies next too).

@@ -176,7 +176,7 @@ class CopyResidency final : public Residency {
   // the jobs before it are remapped.
   void Run(Lane lane);
   void RunFinisher(Lane lane);
-  // Maps evicted granules onto their host chunks, and unmaps dead granules whose chunks were taken (host_maps_),
+  // Maps evicted granules onto their host chunks, and unmaps dead granules whose chunks were taken (host_),
   // off the lanes' threads: an eviction's next remap need not wait for this one's host mapping, and a make that
   // takes a dead granule's chunk maps it while the dead granule is unmapped.
   void RunHostMaps();
@@ -247,10 +247,12 @@ class CopyResidency final : public Residency {
     int chunk = -1;                    // kToUnmap: the chunk taken
     std::shared_ptr<CUevent_st> dead;  // kToUnmap: the last use of its value
   };
-  std::vector<HostWork> host_maps_;
-  bool host_mapping_ = false;        // the host mapper is working on a batch (outside mu_)
-  cudaStream_t host_mapper_stream_ = nullptr;  // where it records Chunk::given
-  std::thread host_mapper_;
+  struct HostMapper {
+    std::vector<HostWork> work;
+    bool busy = false;              // working on a batch (outside mu_)
+    cudaStream_t stream = nullptr;  // where it records Chunk::given
+    std::thread thread;
+  } host_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
   std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)
   bool stopping_ = false;
