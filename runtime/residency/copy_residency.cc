@@ -199,13 +199,16 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void CopyResidency::Released(int chunk, cudaStream_t on) {
-  Chunk& c = pool_[chunk];
-  if (c.given == nullptr) {
-    Fail(Check(api_.cudaEventCreateWithFlags(&c.given, cudaEventDisableTiming), "cudaEventCreate"));
+void CopyResidency::RecordOn(cudaEvent_t* event, cudaStream_t on) {
+  if (*event == nullptr) {
+    Fail(Check(api_.cudaEventCreateWithFlags(event, cudaEventDisableTiming), "cudaEventCreate"));
   }
-  if (c.given != nullptr) Fail(Check(api_.cudaEventRecord(c.given, on), "cudaEventRecord"));
-  c.releasing = false;
+  if (*event != nullptr) Fail(Check(api_.cudaEventRecord(*event, on), "cudaEventRecord"));
+}
+
+void CopyResidency::Released(int chunk, cudaStream_t on) {
+  RecordOn(&pool_[chunk].given, on);
+  pool_[chunk].releasing = false;
 }
 
 void CopyResidency::GiveBack(int chunk) {
@@ -540,14 +543,8 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
       remaps.push_back({g, addr, g->device, to, to >= 0 ? pool_[to].handle : to == kOnHost ? g->host.handle : 0});
       // Its device chunk goes back before the unmap: a make may map it meanwhile (Chunk::releasing).
       if (to != kStay && g->device >= 0) {
-        Chunk& chunk = pool_[g->device];
-        chunk.releasing = true;
-        if (chunk.copied == nullptr) {
-          Fail(Check(api_.cudaEventCreateWithFlags(&chunk.copied, cudaEventDisableTiming), "cudaEventCreate"));
-        }
-        if (chunk.copied != nullptr) {
-          Fail(Check(api_.cudaEventRecord(chunk.copied, lanes_[lane].signal), "cudaEventRecord"));
-        }
+        pool_[g->device].releasing = true;
+        RecordOn(&pool_[g->device].copied, lanes_[lane].signal);
         free_chunks_.push_back(g->device);
       }
     }

@@ -219,6 +219,8 @@ class CopyResidency final : public Residency {
   // A chunk given back while its old granule was mapped onto it (Chunk::releasing) is free of it now: `given` is
   // recorded on `on`, the giving lane's signal stream (mu_ held).
   void Released(int chunk, cudaStream_t on);
+  // Records a chunk's event (made on first use) on `on`.
+  void RecordOn(cudaEvent_t* event, cudaStream_t on);
   // Keeps the first failure; true when `st` is one.
   bool Fail(Status st);
 
