@@ -55,6 +55,7 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
   X(kCudart, cudaFuncGetParamInfo)         \
   X(kCudart, cudaFuncGetName)              \
   X(kDriver, cuFuncGetParamInfo)           \
+  X(kDriver, cuDeviceGetAttribute)         \
   X(kDriver, cuMemGetAllocationGranularity) \
   X(kDriver, cuMemAddressReserve)          \
   X(kDriver, cuMemAddressFree)             \

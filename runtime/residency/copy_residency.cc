@@ -7,11 +7,10 @@
 namespace karma::rt {
 namespace {
 
-CUmemAllocationProp ChunkProp(int device, bool on_host) {
+CUmemAllocationProp ChunkProp(CUmemLocation where) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = on_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = on_host ? 0 : device;
+  prop.location = where;
   return prop;
 }
 
@@ -43,7 +42,7 @@ CopyResidency::CopyResidency(const CudaApi& api, int device, uint64_t budget)
 
 Status CopyResidency::Init() {
   LastErrorScope errors(api_);
-  const CUmemAllocationProp prop = ChunkProp(device_, false);
+  const CUmemAllocationProp prop = ChunkProp({CU_MEM_LOCATION_TYPE_DEVICE, device_});
   size_t g = 0;
   if (Status st = Check(api_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                         "cuMemGetAllocationGranularity");
@@ -52,9 +51,23 @@ Status CopyResidency::Init() {
   }
   granularity_ = g;
   max_chunks_ = budget_ / granularity_;
-  // Host chunks must be possible: they are where the bytes go.
+  // Host chunks must be possible: they are where the bytes go. Drivers that take no plain host location may take
+  // the device's host NUMA node.
   auto probe = NewChunk(true);
-  if (!probe.ok()) return Unsupported("host chunks through the virtual memory API: " + probe.status().message());
+  if (!probe.ok()) {
+    int node = -1;
+    if (api_.cuDeviceGetAttribute == nullptr ||
+        api_.cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device_) != CUDA_SUCCESS || node < 0) {
+      node = 0;
+    }
+    host_location_ = {CU_MEM_LOCATION_TYPE_HOST_NUMA, node};
+    auto numa = NewChunk(true);
+    if (!numa.ok()) {
+      return Unsupported(fmt::format("host chunks through the virtual memory API: {}; on host NUMA node {}: {}",
+                                     probe.status().message(), node, numa.status().message()));
+    }
+    probe = std::move(numa);
+  }
   api_.cuMemUnmap(probe->staging, granularity_);
   api_.cuMemAddressFree(probe->staging, granularity_);
   api_.cuMemRelease(probe->handle);
@@ -120,7 +133,8 @@ CopyResidency::~CopyResidency() {
 }
 
 Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
-  const CUmemAllocationProp prop = ChunkProp(device_, on_host);
+  const CUmemAllocationProp prop =
+      ChunkProp(on_host ? host_location_ : CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device_});
   Chunk c;
   if (Status st = Check(api_.cuMemCreate(&c.handle, granularity_, &prop, 0), "cuMemCreate"); !st.ok()) return st;
   CUdeviceptr va = 0;

@@ -229,6 +229,7 @@ class CopyResidency final : public Residency {
   const uint64_t budget_;
   uint64_t granularity_ = 0;
   size_t max_chunks_ = 0;
+  CUmemLocation host_location_{CU_MEM_LOCATION_TYPE_HOST, 0};  // host chunks' (Init: else the host NUMA node)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // a job posted, a chunk given back, a lane idle, stopping

@@ -44,7 +44,8 @@ void DeviceMemory::ChooseResidency(uint64_t budget) {
   auto r = CopyResidency::Create(driver_api_(), device, budget);
   if (!r.ok()) {
     if (config_.residency == ResidencyChoice::kCopy) {
-      KARMA_LOG(kWarn, "KARMA_RESIDENCY=copy: not available here ({}); moving managed memory", r.status().message());
+      // Not managed memory instead: a user asking for copy may have a device too short of memory to oversubscribe.
+      copy_refused_ = "KARMA_RESIDENCY=copy is not available here (" + r.status().message() + ")";
     } else {
       KARMA_LOG(kInfo, "KARMA_RESIDENCY=auto: managed memory ({})", r.status().message());
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <mutex>
 
 #include "ground/common/live_stats.h"
@@ -36,6 +37,8 @@ class DeviceMemory {
   const Arena& arena() const { return arena_; }
   // The copy path; null: managed memory.
   CopyResidency* residency() const { return residency_.get(); }
+  // Why KARMA_RESIDENCY=copy was asked for and could not be had (then no allocation is served); empty otherwise.
+  const std::string& copy_refused() const { return copy_refused_; }
   // Device memory in use (cudaMemGetInfo) when the first allocation came: the context and the libraries.
   uint64_t baseline_bytes() const { return device_baseline_bytes_.load(std::memory_order_relaxed); }
 
@@ -48,6 +51,7 @@ class DeviceMemory {
   Executor& executor_;
   const std::function<const CudaApi&()> driver_api_;
   live::Stats* stats_ = nullptr;
+  std::string copy_refused_;
   std::unique_ptr<CopyResidency> residency_;  // declared before the arena: outlives its users
   Arena arena_;
   std::once_flag device_info_once_;

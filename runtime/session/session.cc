@@ -172,6 +172,12 @@ Session::Served Session::AllocateDevice(uint64_t size, StreamKey stream, bool ru
   Arena::AllocResult r;
   try {
     memory_.EnsureDeviceInfo();
+    if (!memory_.copy_refused().empty()) {
+      // Nothing of KARMA's then: no plan either, whose managed-memory moves and scratch would need the arena.
+      Degrade(Part::kArena, memory_.copy_refused() + "; no managed memory instead");
+      Degrade(Part::kRecording, memory_.copy_refused());
+      return Served::kPassThrough;
+    }
     r = memory_.arena().Allocate(size, stream, runtime_api);
   } catch (...) {
     Degrade(Part::kArena, "an internal error while allocating");

@@ -109,6 +109,45 @@ TEST_F(CopyResidencyTest, EvictedBytesStayUsableAndComeBackWithWhatWasWrittenMea
   EXPECT_TRUE(r->status().ok()) << r->status().message();
 }
 
+// A driver that takes no plain host location for cuMemCreate (some do not): host chunks on the device's host NUMA node;
+// one that takes neither: no copy residency.
+decltype(CudaApi::cuMemCreate) g_create = nullptr;
+bool g_refuse_numa = false;
+CUresult CreateRefusingHost(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                            unsigned long long flags) {
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST) return CUDA_ERROR_NOT_SUPPORTED;
+  if (g_refuse_numa && prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_create(handle, size, prop, flags);
+}
+
+TEST_F(CopyResidencyTest, HostChunksOnTheHostNumaNodeWhereTheDriverRefusesThePlainHostLocation) {
+  CudaApi api = api_;
+  g_create = api_.cuMemCreate;
+  api.cuMemCreate = &CreateRefusingHost;
+  g_refuse_numa = false;
+  {
+    auto made = CopyResidency::Create(api, 0, kG);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    CopyResidency& r = **made;
+    auto addr = r.Reserve(2 * kG);  // one granule on the device, one on a host chunk
+    ASSERT_TRUE(addr.ok());
+    Fill(*addr, 2 * kG, 3);
+    r.Evict({*addr, kG}, {});
+    r.Finish();
+    EXPECT_EQ(r.device_granules(), 0u);
+    EXPECT_TRUE(Holds(*addr, 2 * kG, 3));
+    r.Fetch({*addr, kG}, {});
+    r.Finish();
+    EXPECT_EQ(r.device_granules(), 1u);
+    EXPECT_TRUE(Holds(*addr, 2 * kG, 3));
+    EXPECT_TRUE(r.status().ok()) << r.status().message();
+  }
+  g_refuse_numa = true;
+  auto refused = CopyResidency::Create(api, 0, kG);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("host NUMA node 0"), std::string::npos) << refused.status().message();
+}
+
 // A block whose value ends inside its last granule (4.25 MiB on 3 granules): its moves copy the value, not the
 // unused rest of the granule, and the value comes back whole.
 TEST_F(CopyResidencyTest, AMoveCopiesTheValueNotTheUnusedRestOfItsLastGranule) {

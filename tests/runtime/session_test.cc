@@ -312,6 +312,22 @@ TEST_F(SessionTest, WithoutManagedMemoryAllocationsPassThroughAfterOneMessage) {
   EXPECT_EQ(Fake().real_free_calls, 1);
 }
 
+// KARMA_RESIDENCY=copy on a driver without the virtual memory API (the fake's): allocations pass through, never to
+// managed memory (on a device made short of memory, oversubscribing it could hang the GPU).
+TEST_F(SessionTest, ACopyResidencyAskedForAndNotAvailablePassesThroughWithoutManagedMemory) {
+  Session& s = Start(Mode::kAuto, [](SessionConfig& c) { c.residency = ResidencyChoice::kCopy; });
+  ::testing::internal::CaptureStderr();
+  void* p = nullptr;
+  ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 1 << 20), cudaSuccess);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Fake().managed_calls, 0);
+  EXPECT_EQ(Fake().real_malloc_calls, 1);
+  EXPECT_TRUE(s.degraded(Part::kArena));
+  EXPECT_TRUE(s.degraded(Part::kRecording)) << "no plan: its moves and scratch would be managed memory";
+  EXPECT_NE(err.find("KARMA_RESIDENCY=copy is not available here"), std::string::npos) << err;
+  EXPECT_EQ(hook::cudaFree(&testing::FakeRealFree, p), cudaSuccess);
+}
+
 TEST_F(SessionTest, MemGetInfoStaysWithinTheBudget) {
   Session& s = Start(Mode::kUm);
   Fake().device_total = 16ull << 30;
