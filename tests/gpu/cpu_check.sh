@@ -31,7 +31,7 @@ mkdir -p "$tmp/oldbundle/build/lib" && touch "$tmp/oldbundle/env.sh" "$tmp/oldbu
 [[ $? == 2 ]] || fail "--jax-args without a value must be refused with exit 2"
 "$here/run_gpu_suite.sh" --configs plain,vgg >/dev/null 2>&1
 [[ $? == 2 ]] || fail "an unknown row must be refused with exit 2"
-"$here/run_gpu_suite.sh" --configs um-full >/dev/null 2>&1
+"$here/run_gpu_suite.sh" --configs karma-copy-full >/dev/null 2>&1
 [[ $? == 2 ]] || fail "a KARMA row without plain or --capacity must be refused with exit 2"
 "$here/run_gpu_suite.sh" --occupy-margin 3PB >/dev/null 2>&1
 [[ $? == 2 ]] || fail "an --occupy-margin that is no size must be refused with exit 2"
@@ -106,9 +106,9 @@ grep -q '^| gpt2 | libkarma.so, caching allocator | ok |.*| none |' "$tmp/fake/t
   fail "a run without a plan must say so: $(cat "$tmp/fake/t.md")"
 grep -q '^- gpt2 karma-async: cudaMallocAsync$' "$tmp/fake/t.md" ||
   fail "the allocator backend PyTorch reported must be listed: $(cat "$tmp/fake/t.md")"
-grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | ok |.*| replayed |' "$tmp/fake/t.md" ||
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync, managed memory (its defaults) | ok |.*| replayed |' "$tmp/fake/t.md" ||
   fail "a replayed plan must say so: $(cat "$tmp/fake/t.md")"
-grep -q '^| jax | libkarma.so, XLA.s platform allocator (its default) | ok |' "$tmp/fake/t.md" ||
+grep -q '^| jax | libkarma.so, XLA.s platform allocator, managed memory (its defaults) | ok |' "$tmp/fake/t.md" ||
   fail "the JAX row under libkarma.so must be labelled as such: $(cat "$tmp/fake/t.md")"
 grep -q '^| jax | libkarma.so, XLA.s BFC allocator | skipped (not applicable)' "$tmp/fake/t.md" ||
   fail "the JAX row with KARMA_ALLOCATORS=keep must say it is not applicable: $(cat "$tmp/fake/t.md")"
@@ -132,14 +132,15 @@ python3 - "$tmp/full" <<'PY' || fail "could not write the fake results"
 import json, os, sys
 d = sys.argv[1]
 ok = {"status": "ok", "losses": [1.0, 0.5], "times_ms": [10.0], "ms_mean": 10.0}
-for config, r in (("plain", ok), ("plain-full", {"status": "oom", "message": "CUDA out of memory"}), ("um-full", ok)):
+for config, r in (("plain", ok), ("plain-full", {"status": "oom", "message": "CUDA out of memory"}), ("karma-copy-full", ok)):
     json.dump(r, open(os.path.join(d, f"gpt2-{config}.json"), "w"))
-open(os.path.join(d, "gpt2-um-full.occupy"), "w").write("occupy: holding 75.00 GiB on GPU; 2.10 GiB of 79.10 GiB free\n")
+open(os.path.join(d, "gpt2-karma-copy-full.occupy"), "w").write("occupy: holding 75.00 GiB on GPU; 2.10 GiB of 79.10 GiB free\n")
 PY
 python3 "$here/summarize.py" "$tmp/full" --md "$tmp/full/t.md" >/dev/null ||
   fail "an out-of-memory plain run on the device short of memory is expected: exit $?"
-grep -q '^| gpt2 | KARMA_MODE=um, device short of memory | ok |' "$tmp/full/t.md" || fail "um-full row: $(cat "$tmp/full/t.md")"
-grep -q '^- gpt2 um-full: occupy: holding 75.00 GiB' "$tmp/full/t.md" || fail "occupy line: $(cat "$tmp/full/t.md")"
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync, KARMA_RESIDENCY=copy, device short of memory | ok |' "$tmp/full/t.md" ||
+  fail "karma-copy-full row: $(cat "$tmp/full/t.md")"
+grep -q '^- gpt2 karma-copy-full: occupy: holding 75.00 GiB' "$tmp/full/t.md" || fail "occupy line: $(cat "$tmp/full/t.md")"
 mv "$tmp/full/gpt2-plain-full.json" "$tmp/full/gpt2-um.json"
 python3 "$here/summarize.py" "$tmp/full" >/dev/null
 [[ $? == 2 ]] || fail "an out-of-memory run elsewhere must fail the summary"
@@ -149,13 +150,13 @@ if "$python" -c "import jax" 2>/dev/null; then
   "$here/run_gpu_suite.sh" --dry-run --models jax --occupy --python "$python" --out "$tmp/jax" >"$tmp/jax.log" 2>&1 ||
     fail "dry run of the suite with --models jax: $(tail -20 "$tmp/jax.log")"
   md=$tmp/jax/gpu-results.md
-  [[ $(grep -c '^| jax |' "$md") == 11 ]] || fail "expected 11 jax rows: $(cat "$md")"
+  [[ $(grep -c '^| jax |' "$md") == 9 ]] || fail "expected 9 jax rows: $(cat "$md")"
   for row in "JAX, enough memory" "JAX again (run-to-run agreement)" "jax.checkpoint" "JAX, device short of memory"; do
     grep -q "^| jax | $row | ok |" "$md" || fail "jax row $row must train: $(cat "$md")"
   done
-  [[ $(grep -c '^| jax | .* | skipped (not applicable)' "$md") == 3 ]] ||
-    fail "karma, um and um-full must be skipped as not applicable for jax: $(cat "$md")"
-  grep -q '^| jax | libkarma.so, XLA.s platform allocator (its default) | skipped (dry run)' "$md" ||
+  [[ $(grep -c '^| jax | .* | skipped (not applicable)' "$md") == 2 ]] ||
+    fail "karma and um must be skipped as not applicable for jax: $(cat "$md")"
+  grep -q '^| jax | libkarma.so, XLA.s platform allocator, managed memory (its defaults) | skipped (dry run)' "$md" ||
     fail "the JAX KARMA run must be skipped in a dry run: $(cat "$md")"
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 assert r["status"] == "ok" and r["parameters"] > 0 and len(r["losses"]) == 3 and len(r["times_ms"]) == 2, r' \
@@ -181,10 +182,10 @@ assert r["status"] == "ok" and r["parameters"] > 25_000_000 and len(r["losses"])
 "$here/run_gpu_suite.sh" --dry-run --models gpt2 --occupy --python "$python" --out "$tmp/suite" >"$tmp/suite.log" 2>&1 ||
   fail "dry run of the suite: $(tail -20 "$tmp/suite.log")"
 md=$tmp/suite/gpu-results.md
-[[ $(grep -c '^| gpt2 |' "$md") == 11 ]] || fail "expected 11 gpt2 rows: $(cat "$md")"
+[[ $(grep -c '^| gpt2 |' "$md") == 9 ]] || fail "expected 9 gpt2 rows: $(cat "$md")"
 grep -q '^| gpt2 | torch.utils.checkpoint | ok |.*| bit-identical |' "$md" ||
   fail "checkpointing must reproduce the plain losses: $(cat "$md")"
-grep -q '^| gpt2 | libkarma.so, cudaMallocAsync (its default) | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
+grep -q '^| gpt2 | libkarma.so, cudaMallocAsync, managed memory (its defaults) | skipped' "$md" || fail "KARMA runs must be skipped: $(cat "$md")"
 grep -q '^- gpt2 plain-full: occupy: holding 7.00 GiB on a fake device; 1.00 GiB of 8.00 GiB free' "$md" ||
   fail "the plain-full row must run beside occupy.py (a fake device in a dry run): $(cat "$md")"
 ! pgrep -f "occupy.py --leave 1GiB --ready $tmp/suite" >/dev/null || fail "occupy.py outlived its row"

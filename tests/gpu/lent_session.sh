@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # What a short lent GPU session runs, everything it writes packed into one archive (a lent machine may hand back
 # only a few files, and may replace the bundle's folder between calls): first the copy, VMM and launch probe
-# move_costs (a minute at most), then, where `import jax` works, the JAX model plain and under `karma run` (budget:
-# plain peak / 2), then the suite at small sizes in the time left (ResNet-50 first; plain, KARMA as a user runs it and
-# with PyTorch's caching allocator, and managed memory alone and KARMA on the device made short of memory by
-# occupy.py), the managed-memory probe, and each model's caching-allocator KARMA row again with
+# move_costs (a minute at most), then the suite at small sizes in the time left (ResNet-50 first, then GPT-2; budget:
+# plain peak / 2; plain, KARMA over managed memory and on the copy path, and the copy path on the device made short
+# of memory by occupy.py), then as time allows the JAX model plain and under `karma run` on both paths (where
+# `import jax` works), the managed-memory probe, and each model's caching-allocator KARMA row with
 # KARMA_MOVE_THREADS=0 (moves from the application's thread) and with KARMA_BATCH_MOVES=0 (one call per range).
 # Every KARMA run goes through the bundle's launcher (build/bin/karma).
 #   tests/gpu/lent_session.sh BUNDLE OUT [SECONDS]
@@ -66,46 +66,45 @@ if [[ -x $bundle/tools/move_costs ]]; then
   cat "$work/move_costs.txt"
 fi
 
-# Two and a half minutes are kept for the managed-memory probe and the extra rows at the end.
-reserve=150
-
-# The JAX model (GPT-2's sizes here) plain and under `karma run` as a user runs it (libkarma.so sets XLA's platform
-# allocator, no preallocation), with KARMA_CAPACITY = plain peak / 2, in a quarter of the session: a suite of its
-# own (another results folder: each suite run clears its own), without the record smoke test the next one runs.
-jax_budget=$((limit / 4))
-if ((jax_ok && jax_budget >= 90 && $(left) - jax_budget - reserve >= 60)); then
-  say "suite, JAX ($jax_budget s)"
-  timeout --kill-after=10 $jax_budget "$here/run_gpu_suite.sh" --skip-build --skip-smoke --build "$bundle/build" \
-    --python "$python" --out "$work/suite-jax" --iters 16 --warmup 8 --timeout $((jax_budget - 50)) \
-    --jax-args "--layers 6 --batch 4" --models jax --configs plain,karma-async,karma-copy --pressure 2 \
-    >"$work/suite-jax.txt" 2>&1
-  say "suite, JAX: exit $?"
-elif ((jax_ok)); then
-  say "JAX skipped: $jax_budget s of $(left) left for it"
-fi
-
-# The suite, ResNet-50 first (under `karma run`, this session's question beside JAX), then GPT-2 (whether it records
-# at allocation granularity without losing its context, and in how much wall clock), in what is left but the reserve.
-budget=$(($(left) - reserve))
+# The suite, ResNet-50 first, then GPT-2, with KARMA_CAPACITY = plain peak / 2: plain, KARMA over managed memory
+# (karma-async) and on the copy path (karma-copy), and the copy path again on the device made short of memory by
+# occupy.py (never a managed-memory row beside it: the driver would oversubscribe, which can hang the GPU), in all
+# the time left but 20 s.
+budget=$(($(left) - 20))
 if ((budget >= 60)); then
   say "suite ($budget s)"
-  timeout --kill-after=10 $budget "$here/run_gpu_suite.sh" --skip-build --build "$bundle/build" \
-    --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --resnet50-args "--batch 32" \
-    --gpt2-args "--layers 6 --batch 4" --models resnet50,gpt2 \
-    --configs plain,karma-async,karma-copy,karma,um-full,karma-full,karma-copy-full \
-    >"$work/suite.txt" 2>&1
+  timeout --kill-after=10 $budget "$here/run_gpu_suite.sh" --skip-build --skip-smoke --build "$bundle/build" \
+    --python "$python" --out "$work/suite" --iters 16 --warmup 8 --timeout 75 --pressure 2 \
+    --resnet50-args "--batch 32" --gpt2-args "--layers 6 --batch 4" --models resnet50,gpt2 \
+    --configs plain,karma-async,karma-copy,karma-copy-full >"$work/suite.txt" 2>&1
   say "suite: exit $?"
 else
   say "suite skipped: $budget s left for it"
 fi
 
+# Then, as time allows: the JAX model (GPT-2's sizes) plain and under `karma run` on both paths (libkarma.so sets
+# XLA's platform allocator, no preallocation), a suite of its own (another results folder: each suite run clears its
+# own), ...
+jax_budget=$(($(left) - 20))
+if ((jax_ok && jax_budget >= 90)); then
+  say "suite, JAX ($jax_budget s)"
+  timeout --kill-after=10 $jax_budget "$here/run_gpu_suite.sh" --skip-build --skip-smoke --build "$bundle/build" \
+    --python "$python" --out "$work/suite-jax" --iters 16 --warmup 8 --timeout $((jax_budget / 3)) \
+    --jax-args "--layers 6 --batch 4" --models jax --configs plain,karma-async,karma-copy --pressure 2 \
+    >"$work/suite-jax.txt" 2>&1
+  say "suite, JAX: exit $?"
+elif ((jax_ok)); then
+  say "JAX skipped: $jax_budget s left for it"
+fi
+
+# ... the managed-memory probe, ...
 if [[ -x $bundle/tools/um_costs ]] && (($(left) > 70)); then
   say "um_costs"
   timeout 60 "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
   cat "$work/um_costs.txt"
 fi
 
-# The caching-allocator rows again, at the suite's capacity and sizes, with the moves from the application's thread
+# ... and the caching-allocator rows again, at the suite's capacity and sizes, with the moves from the application's thread
 # (KARMA_MOVE_THREADS=0; the default is KARMA's own threads) and with one managed-memory call per range
 # (KARMA_BATCH_MOVES=0), GPT-2 first, while time is left.
 for row in gpt2:app-thread gpt2:unbatched resnet50:app-thread resnet50:unbatched; do

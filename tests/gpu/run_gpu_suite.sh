@@ -22,16 +22,16 @@ usage: tests/gpu/run_gpu_suite.sh [options]
   --gpt2-args STR      extra train_bench.py arguments for the GPT-2 model (e.g. "--layers 12 --seq 2048")
   --jax-args STR       extra train_jax.py arguments for the JAX model (e.g. "--layers 6 --batch 4")
   --timeout S          limit per run, in seconds (default: 1800)
-  --occupy             also run plain, KARMA_MODE=um and KARMA (its default: per-tensor allocations) with the GPU
-                       short of memory: tests/gpu/occupy.py holds all but KARMA_CAPACITY + what the plain run needed
-                       outside the framework's allocator + --occupy-margin (rows plain-full, um-full, karma-full,
-                       karma-copy-full)
+  --occupy             also run plain and KARMA on the copy path with the GPU short of memory: tests/gpu/occupy.py
+                       holds all but KARMA_CAPACITY + what the plain run needed outside the framework's allocator +
+                       --occupy-margin (rows plain-full, karma-copy-full; no managed memory beside it, which the
+                       driver would oversubscribe: that can hang the GPU)
   --occupy-margin B    bytes left free beyond that (default: 256MiB)
   --configs LIST       comma-separated rows to run, in the suite's order whatever the list's (default: plain,
-                       plain-again,checkpoint,karma-async,karma-copy,karma,um, and with --occupy plain-full,um-full,
-                       karma-full,karma-copy-full; karma-copy: KARMA_RESIDENCY=copy);
+                       plain-again,checkpoint,karma-async,karma-copy,karma,um, and with --occupy plain-full,
+                       karma-copy-full; karma-async: managed memory, karma-copy: KARMA_RESIDENCY=copy);
                        the KARMA rows need plain (for KARMA_CAPACITY) unless --capacity is given; for jax, karma,
-                       um and um-full are not applicable (XLA would preallocate through managed memory)
+                       and um are not applicable (XLA would preallocate through managed memory)
   --skip-build         use the existing build (BUILD/lib/libkarma.so and BUILD/bin/karma)
   --skip-smoke         skip the record smoke test
   --check              only check the prerequisites
@@ -63,7 +63,7 @@ occupy=0
 occupy_margin=256MiB
 margin_given=0
 configs=""
-all_configs=plain,plain-again,checkpoint,karma-async,karma-copy,karma,um,plain-full,um-full,karma-full,karma-copy-full
+all_configs=plain,plain-again,checkpoint,karma-async,karma-copy,karma,um,plain-full,karma-copy-full
 command_line="tests/gpu/run_gpu_suite.sh $*"
 
 while (($#)); do
@@ -104,7 +104,7 @@ done
   { echo "run_gpu_suite: --iters, --warmup and --timeout take whole numbers" >&2; exit 2; }
 if [[ -z $configs ]]; then
   configs=plain,plain-again,checkpoint,karma-async,karma-copy,karma,um
-  ((occupy)) && configs+=,plain-full,um-full,karma-full,karma-copy-full
+  ((occupy)) && configs+=,plain-full,karma-copy-full
 fi
 for c in ${configs//,/ }; do
   [[ ,$all_configs, == *,$c,* ]] || { echo "run_gpu_suite: unknown row $c (rows: $all_configs)" >&2; exit 2; }
@@ -113,7 +113,7 @@ wanted() { [[ ,$configs, == *,$1,* ]]; }
 occupy_env=()
 ((dry_run)) && occupy_env=(OCCUPY_FAKE_FREE=8GiB)  # no GPU: occupy.py holds memory of a fake device
 # The rows whose KARMA_CAPACITY (or what occupy.py leaves) comes from the plain run unless --capacity gives it.
-budgeted=(karma-async karma-copy karma um plain-full um-full karma-full karma-copy-full)
+budgeted=(karma-async karma-copy karma um plain-full karma-copy-full)
 for c in "${budgeted[@]}"; do
   wanted "$c" && [[ -z $capacity ]] && ! wanted plain &&
     { echo "run_gpu_suite: row $c needs plain or --capacity (for KARMA_CAPACITY)" >&2; exit 2; }
@@ -126,11 +126,11 @@ has_model() { [[ ,$models, == *,$1,* ]]; }
 # PyTorch: its models, and on a GPU occupy.py, which holds the memory through it.
 need_torch=0
 if has_model resnet50 || has_model gpt2; then need_torch=1; fi
-((!dry_run)) && { wanted plain-full || wanted um-full || wanted karma-full || wanted karma-copy-full; } && need_torch=1
+((!dry_run)) && { wanted plain-full || wanted karma-copy-full; } && need_torch=1
 # Rows that would have XLA preallocate its pool (75% of the device) through managed memory: libkarma.so sets XLA's
 # per-buffer allocator only where it plans (not with KARMA_ALLOCATORS=keep, nor KARMA_MODE=um), and managed
 # allocations beyond the device's free memory can hang a GPU.
-jax_not_applicable=(karma um um-full)
+jax_not_applicable=(karma um)
 
 say() { echo "run_gpu_suite: $*"; }
 missing() {
@@ -314,7 +314,7 @@ its pool (75% of the device) through managed memory"
   run "$model" plain-again -- || true  # how closely the framework reproduces itself: the floor of loss agreement
   run "$model" checkpoint -- --checkpoint || true
   if ((dry_run)); then
-    for config in karma-async karma-copy karma um um-full karma-full karma-copy-full; do
+    for config in karma-async karma-copy karma um karma-copy-full; do
       wanted "$config" && applicable "$model" "$config" && note "$out/$model-$config.json" "skipped (dry run)" "no GPU"
     done
     occupied "$model" plain-full 1GiB -- || true  # the holder on a fake device (occupy_env)
@@ -342,7 +342,7 @@ print(int(peak / float(sys.argv[2])) if peak > 0 else "")' "$out/$model-plain.js
   run "$model" karma-copy karma --residency copy -- || true
   run "$model" karma karma --set KARMA_ALLOCATORS=keep -- || true
   run "$model" um karma --mode um -- || true
-  if wanted plain-full || wanted um-full || wanted karma-full || wanted karma-copy-full; then
+  if wanted plain-full || wanted karma-copy-full; then
     leave=$("$python" -c 'import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from occupy import parse_bytes
@@ -352,9 +352,8 @@ print(parse_bytes(sys.argv[3]) + outside + parse_bytes(sys.argv[4]))' \
       "$here" "$out/$model-plain.json" "$cap" "$occupy_margin")
     say "$model: the device short of memory: $leave bytes left free"
     occupied "$model" plain-full "$leave" -- || true
-    occupied "$model" um-full "$leave" karma --mode um -- || true
-    occupied "$model" karma-full "$leave" karma -- || true
-    # The copy path asks for no managed memory: the row for a device really short of memory.
+    # The copy path asks for no managed memory (and passes through where it cannot be had): the one KARMA row
+    # for a device really short of memory, where managed memory would be oversubscribed.
     occupied "$model" karma-copy-full "$leave" karma --residency copy -- || true
   fi
 done

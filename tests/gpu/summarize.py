@@ -15,20 +15,18 @@ import os
 import sys
 
 CONFIG_ORDER = ["plain", "plain-again", "karma-async", "karma-copy", "karma", "karma-app-thread", "karma-unbatched", "um",
-                "checkpoint", "plain-full", "um-full", "karma-full", "karma-copy-full"]
+                "checkpoint", "plain-full", "karma-copy-full"]
 CONFIG_TEXT = {
     "plain": "PyTorch, enough memory",
     "plain-again": "PyTorch again (run-to-run agreement)",
     "karma": "libkarma.so, caching allocator",
     "karma-app-thread": "libkarma.so, caching allocator, KARMA_MOVE_THREADS=0 (moves from the application's thread)",
     "karma-unbatched": "libkarma.so, caching allocator, KARMA_BATCH_MOVES=0",
-    "karma-async": "libkarma.so, cudaMallocAsync (its default)",
+    "karma-async": "libkarma.so, cudaMallocAsync, managed memory (its defaults)",
     "um": "KARMA_MODE=um (managed memory only)",
     "checkpoint": "torch.utils.checkpoint",
     # Beside tests/gpu/occupy.py, which leaves the device only the budget (and what the process needs outside it).
     "plain-full": "PyTorch, device short of memory",
-    "um-full": "KARMA_MODE=um, device short of memory",
-    "karma-full": "libkarma.so, cudaMallocAsync, device short of memory",
     "karma-copy": "libkarma.so, cudaMallocAsync, KARMA_RESIDENCY=copy (VMM pool, copy engines)",
     "karma-copy-full": "libkarma.so, cudaMallocAsync, KARMA_RESIDENCY=copy, device short of memory",
 }
@@ -38,10 +36,9 @@ JAX_CONFIG_TEXT = {
     "plain": "JAX, enough memory",
     "plain-again": "JAX again (run-to-run agreement)",
     "karma": "libkarma.so, XLA's BFC allocator",
-    "karma-async": "libkarma.so, XLA's platform allocator (its default)",
+    "karma-async": "libkarma.so, XLA's platform allocator, managed memory (its defaults)",
     "checkpoint": "jax.checkpoint",
     "plain-full": "JAX, device short of memory",
-    "karma-full": "libkarma.so, XLA's platform allocator, device short of memory",
     "karma-copy": "libkarma.so, XLA's platform allocator, KARMA_RESIDENCY=copy",
     "karma-copy-full": "libkarma.so, XLA's platform allocator, KARMA_RESIDENCY=copy, device short of memory",
 }
