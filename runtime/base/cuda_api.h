@@ -28,6 +28,8 @@ std::span<const char* const> CudaLibSonames(CudaLib lib);
 // calls, copies and stream waits of the copy residency.
 #define KARMA_CUDA_API_TABLE(X)            \
   X(kCudart, cudaMallocManaged)            \
+  X(kCudart, cudaMalloc)                   \
+  X(kCudart, cudaFree)                     \
   X(kCudart, cudaMallocHost)               \
   X(kCudart, cudaFreeHost)                 \
   X(kCudart, cudaMemGetInfo)               \

@@ -29,7 +29,8 @@ Status Check(cudaError_t r, const char* what) {
 Result<std::unique_ptr<CopyResidency>> CopyResidency::Create(const CudaApi& api, int device, uint64_t budget) {
   for (const void* f : {(const void*)api.cuMemGetAllocationGranularity, (const void*)api.cuMemAddressReserve,
                         (const void*)api.cuMemCreate, (const void*)api.cuMemMap, (const void*)api.cuMemSetAccess,
-                        (const void*)api.cuMemcpyAsync, (const void*)api.cuStreamWaitValue32_v2}) {
+                        (const void*)api.cuMemcpyAsync, (const void*)api.cuStreamWaitValue32_v2,
+                        (const void*)api.cuStreamWriteValue32_v2, (const void*)api.cudaMalloc}) {
     if (f == nullptr) return Unsupported("the driver has no virtual memory management API");
   }
   std::unique_ptr<CopyResidency> r(new CopyResidency(api, device, budget));
@@ -71,12 +72,13 @@ Status CopyResidency::Init() {
   api_.cuMemUnmap(probe->staging, granularity_);
   api_.cuMemAddressFree(probe->staging, granularity_);
   api_.cuMemRelease(probe->handle);
+  constexpr size_t kFlagStride = 64 / sizeof(uint32_t);
+  if (Status st = Check(api_.cudaMalloc(&flags_, kLanes * kFlagStride * sizeof(uint32_t)), "cudaMalloc"); !st.ok()) {
+    return st;
+  }
   for (uint32_t l = 0; l < kLanes; ++l) {
     LaneState& lane = lanes_[l];
-    void* flag = nullptr;
-    if (Status st = Check(api_.cudaMallocHost(&flag, sizeof(uint32_t)), "cudaMallocHost"); !st.ok()) return st;
-    lane.flag = static_cast<uint32_t*>(flag);
-    *lane.flag = 0;
+    lane.flag = static_cast<uint32_t*>(flags_) + l * kFlagStride;
     if (Status st = Check(api_.cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking), "cudaStreamCreate");
         !st.ok()) {
       return st;
@@ -92,6 +94,17 @@ Status CopyResidency::Init() {
                         "cudaStreamCreate");
       !st.ok()) {
     return st;
+  }
+  // The flags start at 0, written and waited on as the moves will (which is also whether the driver can).
+  for (LaneState& lane : lanes_) {
+    const CUdeviceptr flag = reinterpret_cast<CUdeviceptr>(lane.flag);
+    for (Status st : {Check(api_.cuStreamWriteValue32_v2(lane.signal, flag, 0, 0), "cuStreamWriteValue32"),
+                      Check(api_.cudaStreamSynchronize(lane.signal), "cudaStreamSynchronize"),
+                      Check(api_.cuStreamWaitValue32_v2(lane.bridge, flag, 0, CU_STREAM_WAIT_VALUE_GEQ),
+                            "cuStreamWaitValue32"),
+                      Check(api_.cudaStreamSynchronize(lane.bridge), "cudaStreamSynchronize")}) {
+      if (!st.ok()) return Unsupported("stream memory operations on device memory: " + st.message());
+    }
   }
   for (uint32_t l = 0; l < kLanes; ++l) {
     lanes_[l].thread = std::thread([this, l] { Run(static_cast<Lane>(l)); });
@@ -128,8 +141,8 @@ CopyResidency::~CopyResidency() {
     if (lane.gate != nullptr) api_.cudaStreamDestroy(lane.gate);
     if (lane.signal != nullptr) api_.cudaStreamDestroy(lane.signal);
     for (cudaEvent_t e : lane.spare) api_.cudaEventDestroy(e);
-    if (lane.flag != nullptr) api_.cudaFreeHost(lane.flag);
   }
+  if (flags_ != nullptr) api_.cudaFree(flags_);
 }
 
 Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
@@ -452,10 +465,10 @@ void CopyResidency::RunFinisher(Lane lane) {
 void CopyResidency::SignalLocked(Lane lane, uint32_t seq) {
   // A write on a stream of its own, which never waits: the device sees it when the thread made it.
   LaneState& l = lanes_[lane];
-  if (api_.cuStreamWriteValue32_v2 == nullptr ||
-      api_.cuStreamWriteValue32_v2(l.signal, reinterpret_cast<CUdeviceptr>(l.flag), seq, 0) != CUDA_SUCCESS) {
-    __atomic_store_n(l.flag, seq, __ATOMIC_RELEASE);
-  }
+  // The move is complete: the host knows first, so that whoever the device's write releases finds it done.
+  l.done.store(seq, std::memory_order_release);
+  Fail(Check(api_.cuStreamWriteValue32_v2(l.signal, reinterpret_cast<CUdeviceptr>(l.flag), seq, 0),
+             "cuStreamWriteValue32"));
 }
 
 CopyResidency::Started CopyResidency::StartJob(Lane lane, Job job, std::unique_lock<std::mutex>& lock) {
@@ -701,7 +714,7 @@ bool CopyResidency::Backed(ResidencyRange r) const {
 
 bool CopyResidency::Done(ResidencyTicket t) const {
   if (t.seq == 0) return true;
-  const uint32_t v = __atomic_load_n(lanes_[t.lane].flag, __ATOMIC_ACQUIRE);
+  const uint32_t v = lanes_[t.lane].done.load(std::memory_order_acquire);
   return static_cast<int32_t>(v - t.seq) >= 0;
 }
 

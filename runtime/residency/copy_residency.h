@@ -163,7 +163,11 @@ class CopyResidency final : public Residency {
     cudaStream_t bridge = nullptr;  // waits for the flag's values, for RecordDone's events
     cudaStream_t signal = nullptr;  // writes the flag (SignalLocked)
     std::vector<cudaEvent_t> spare;  // Started::done events to use again
-    uint32_t* flag = nullptr;  // pinned; the last completed seq
+    // The last completed seq: in device memory (flags_), written by `signal`, waited on by streams (drivers refuse
+    // stream memory operations on pinned host memory on some machines, an H200 among them); `done` is the host's
+    // copy, for Done.
+    uint32_t* flag = nullptr;
+    std::atomic<uint32_t> done{0};
     std::deque<Started> started;  // in the order of the jobs
     std::thread thread, finisher;
   };
@@ -243,6 +247,7 @@ class CopyResidency final : public Residency {
   static constexpr uint64_t kFreedDrops = 1ull << 62;
   uint64_t drops_ = 0;
   std::array<LaneState, kLanes> lanes_;
+  void* flags_ = nullptr;  // the lanes' flags, a cache line each (cudaMalloc)
   // The host mapper's work: an evicted granule (kToHost) to map onto its host chunk, or a dead one (kToUnmap) to
   // unmap, whose chunk (releasing) it then releases.
   struct HostWork {
