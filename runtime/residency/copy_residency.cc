@@ -718,6 +718,17 @@ bool CopyResidency::Done(ResidencyTicket t) const {
   return static_cast<int32_t>(v - t.seq) >= 0;
 }
 
+void CopyResidency::AwaitSettled(ResidencyRange r) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    for (uint64_t a = r.addr / granularity_ * granularity_; a < r.addr + r.bytes && !stopping_; a += granularity_) {
+      const Granule* g = Find(a);
+      if (g != nullptr && g->posted != g->completed) return false;
+    }
+    return true;
+  });
+}
+
 void CopyResidency::Finish() {
   {
     std::unique_lock lock(mu_);

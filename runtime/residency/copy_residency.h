@@ -85,6 +85,11 @@ class CopyResidency final : public Residency {
   bool Resident(ResidencyRange r) const override;
   bool Backed(ResidencyRange r) const override;
   bool Done(ResidencyTicket t) const override;
+  // Returns once no move of the range is in flight. The driver checks a copy's or memset's pointers when it is
+  // called, so the range must be mapped then, where a remap leaves a granule unmapped for a moment and a make maps
+  // it only once it has a chunk (an H200 refused such a copy: cudaErrorInvalidValue). A move of the range posted by
+  // another thread between this and the call can still catch it unmapped.
+  void AwaitSettled(ResidencyRange r);
   void Finish() override;
   uint64_t device_bytes() const override;
   uint64_t live_bytes() const override;

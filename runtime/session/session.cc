@@ -282,8 +282,10 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
       if (wants_launch) KeepLaunch(d, scope.position_);
       HandleExecutorRequest();
     }
+    SettleOperands(d);
     return scope;
   }
+  SettleOperands(d);
   Observer::Observed o = observer_.Observe(d);
   if (o.op != nullptr) {
     scope.op_ = o.op;
@@ -291,6 +293,15 @@ OpScope Session::BeginOp(const OpDesc& d) noexcept {
     scope.session_ = this;
   }
   return scope;
+}
+
+void Session::SettleOperands(const OpDesc& d) noexcept {
+  CopyResidency* residency = memory_.residency();
+  if (residency == nullptr || (d.kind != trace::OpKind::kCopy && d.kind != trace::OpKind::kMemset)) return;
+  try {
+    for (const Operand& o : d.operands) residency->AwaitSettled({o.ptr, std::max<uint64_t>(o.bytes, 1)});
+  } catch (...) {
+  }
 }
 
 void Session::KeepLaunch(const OpDesc& d, uint32_t position) {

@@ -5,9 +5,11 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "policy/hw_profile.h"
@@ -374,6 +376,36 @@ TEST_F(CopyResidencyTest, AStreamWaitsForAFetchWithoutItsThreadWaiting) {
   cudaFreeHost(pinned);
   cudaEventDestroy(last_use);
   cudaStreamDestroy(app);
+}
+
+// The driver checks a copy's pointers at the call, and a make maps its range on a lane's thread: a copy right after
+// the make can find the range unmapped, and is refused then (as on an H200). After AwaitSettled it never is.
+TEST_F(CopyResidencyTest, ACopyRightAfterAMakeGoesThroughOnceSettled) {
+  auto r = Make(64);
+  ASSERT_NE(r, nullptr);
+  std::vector<uint32_t> words(1024, 0x5eed);
+  int refused = 0;
+  for (bool settle : {false, true}) {
+    for (int i = 0; i < 32; ++i) {
+      auto b = r->Reserve(kG, /*on_device=*/false);  // unmapped until made
+      ASSERT_TRUE(b.ok());
+      r->Make({*b, kG}, {});
+      if (settle) r->AwaitSettled({*b + kG / 2, 4096});
+      const cudaError_t e = cudaMemcpy(reinterpret_cast<void*>(*b + kG / 2), words.data(), 4096,
+                                       cudaMemcpyHostToDevice);
+      if (settle) {
+        EXPECT_EQ(e, cudaSuccess) << i;
+      } else {
+        EXPECT_TRUE(e == cudaSuccess || e == cudaErrorInvalidValue) << e;
+        refused += e == cudaErrorInvalidValue;
+      }
+      cudaGetLastError();
+      r->Finish();
+      r->Release(*b);
+    }
+  }
+  EXPECT_TRUE(r->status().ok()) << r->status().message();
+  EXPECT_GT(refused, 0) << "no copy found its range unmapped: the lanes map at once here, which a GPU's do not";
 }
 
 TEST_F(CopyResidencyTest, AnEventCompletesWithTheMove) {

@@ -191,11 +191,9 @@ bool Device::Classify(const void* p, size_t bytes, Side* side, const Allocation*
     return true;
   }
   const VmmSpan v = vmm_.Classify(addr, bytes);
-  if (v.illegal) {
-    Lose(cudaErrorIllegalAddress, fmt::format("a copy or fill touches {:#x}, reserved without a mapping or access",
-                                              addr));
-    return false;
-  }
+  // A range reserved without a mapping (or access) at the call: the driver refuses the call (cudaErrorInvalidValue,
+  // measured on an H200 with CUDA 13.0); the context stays usable.
+  if (v.illegal) return false;
   if (v.Any()) {
     *side = v.device_bytes > 0 ? Side::kDevice : Side::kPinned;
     return true;
@@ -518,7 +516,9 @@ cudaError_t Device::CheckValueAddress(uintptr_t addr, bool wide) {
   if (!Classify(reinterpret_cast<const void*>(addr), wide ? 8 : 4, &side, &a)) {
     return lost_ != cudaSuccess ? lost_ : cudaErrorInvalidValue;
   }
-  return side == Side::kPageable ? cudaErrorInvalidValue : cudaSuccess;
+  // Device memory only: the driver refused stream memory operations on pinned host memory on an H200 (CUDA 13.0,
+  // 2026-11-28, tests/gpu/move_costs.cu), though the documentation allows them with its device pointer.
+  return side == Side::kDevice ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t Device::WriteValue(cudaStream_t stream, uintptr_t addr, uint64_t value, bool wide) {

@@ -605,17 +605,22 @@ TEST(Api, VirtualMemoryCallsCheckAsTheDriverDocuments) {
 
 // Stream memory operations through libcuda, reached as cuda.h names them (the _v2 ABI) and by lookup.
 TEST(Api, StreamMemoryOperations) {
-  uint32_t* flags = nullptr;
+  CUdeviceptr dflags = 0;
+  ASSERT_EQ(cuMemAlloc(&dflags, 64), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(dflags, 0, 16), CUDA_SUCCESS);
+  uint32_t* flags = nullptr;  // what the device holds, read back through pinned memory
   ASSERT_EQ(cuMemHostAlloc(reinterpret_cast<void**>(&flags), 64, 0), CUDA_SUCCESS);
-  std::memset(flags, 0, 64);
+  const auto read = [&] { ASSERT_EQ(cuMemcpyDtoH(flags, dflags, 64), CUDA_SUCCESS); };
   CUstream s = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  const auto at = [&](int i) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(flags + 2 * i)); };
+  const auto at = [&](int i) { return dflags + 8 * i; };
   ASSERT_EQ(cuStreamWriteValue32(s, at(0), 5, 0), CUDA_SUCCESS);
+  read();
   EXPECT_EQ(flags[0], 5u);
   ASSERT_EQ(cuStreamWaitValue32(s, at(0), 3, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);  // already true
   ASSERT_EQ(cuStreamWriteValue64(s, at(1), 1ull << 40, 0), CUDA_SUCCESS);
-  EXPECT_EQ(*reinterpret_cast<uint64_t*>(flags + 2), 1ull << 40);
+  read();
+  EXPECT_EQ(flags[2] | uint64_t{flags[3]} << 32, 1ull << 40);
   CUstreamBatchMemOpParams ops[2]{};
   ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
   ops[0].writeValue.address = at(2);
@@ -625,16 +630,20 @@ TEST(Api, StreamMemoryOperations) {
   ops[1].waitValue.value = 9;
   ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
   ASSERT_EQ(cuStreamBatchMemOp(s, 2, ops, 0), CUDA_SUCCESS);
-  EXPECT_EQ(flags[4], 9u);
   ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  read();
+  EXPECT_EQ(flags[4], 9u);
   EXPECT_EQ(cuStreamWriteValue32(s, at(0) + 1, 1, 0), CUDA_ERROR_INVALID_VALUE);  // misaligned
   uint32_t pageable = 0;
   EXPECT_EQ(cuStreamWriteValue32(s, reinterpret_cast<uintptr_t>(&pageable), 1, 0), CUDA_ERROR_INVALID_VALUE);
+  // Pinned host memory is refused, as an H200's driver refused it.
+  EXPECT_EQ(cuStreamWriteValue32(s, reinterpret_cast<uintptr_t>(flags), 1, 0), CUDA_ERROR_INVALID_VALUE);
   void* fn = nullptr;
   CUdriverProcAddressQueryResult status;
   ASSERT_EQ(cuGetProcAddress("cuStreamWaitValue32", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS);
   EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuStreamWaitValue32_v2"));
   ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(dflags), CUDA_SUCCESS);
   ASSERT_EQ(cuMemFreeHost(flags), CUDA_SUCCESS);
 }
 

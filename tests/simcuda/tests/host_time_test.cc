@@ -172,52 +172,62 @@ TEST_F(DeviceTest, AThreadHeldByAManagedCallHoldsNoOtherThread) {
   EXPECT_NEAR(Mark(k), t0 + 1e-3, kEps);  // nor is its work: the compute engine is free meanwhile
 }
 
-// A stream that waits on a value goes on when it holds: at the time of the stream write that made it so, or at the
-// clock of the host thread that stored it.
-TEST_F(DeviceTest, AStreamWaitsOnAValueAHostThreadWrites) {
-  const Pinned flags = PinnedHost(64);
-  auto* flag = reinterpret_cast<uint32_t*>(flags.data());
+// A stream that waits on a value (in device memory) goes on when it holds: at the time of the stream write that made
+// it so, which a stream of another host thread makes at that thread's clock.
+TEST_F(DeviceTest, AStreamWaitsOnAValueAnotherThreadsStreamWrites) {
+  void* flags = nullptr;
+  ASSERT_EQ(dev_->Malloc(&flags, 64), cudaSuccess);
+  ASSERT_EQ(dev_->Memset(flags, 0, 64, nullptr, true), cudaSuccess);
+  const double t0 = dev_->HostTime();
+  const auto flag = reinterpret_cast<uintptr_t>(flags);
   cudaStream_t s = Stream();
-  ASSERT_EQ(dev_->WaitValue(s, reinterpret_cast<uintptr_t>(flag), 1, false, CU_STREAM_WAIT_VALUE_EQ), cudaSuccess);
+  ASSERT_EQ(dev_->WaitValue(s, flag, 1, false, CU_STREAM_WAIT_VALUE_EQ), cudaSuccess);
   EXPECT_EQ(dev_->StreamQuery(s), cudaErrorNotReady);
   std::thread writer([&] {
     // This thread's clock starts at the other's (2 us: its poll) and gains 1 ms (a blocking copy of 1 MB) before
-    // it stores the value.
+    // its stream writes the value.
     const Pinned src = PinnedHost(1000000);
     void* d = nullptr;
     ASSERT_EQ(dev_->Malloc(&d, 1000000), cudaSuccess);
     ASSERT_EQ(dev_->Memcpy(d, src.data(), 1000000, cudaMemcpyHostToDevice, nullptr, true), cudaSuccess);
-    __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);
+    cudaStream_t w = nullptr;
+    ASSERT_EQ(dev_->StreamCreate(&w, cudaStreamNonBlocking, 0), cudaSuccess);
+    ASSERT_EQ(dev_->WriteValue(w, flag, 1, false), cudaSuccess);
   });
   ASSERT_EQ(Busy(1e-3, s), cudaSuccess);  // enqueued behind the wait: returns once the value holds
   writer.join();
-  EXPECT_NEAR(Mark(s), Device::kPollSeconds + 1e-3 + 1e-3, kEps);
+  EXPECT_NEAR(Mark(s), t0 + Device::kPollSeconds + 1e-3 + 1e-3, 2e-5);
 
-  // A value written by another stream: at that write's virtual time.
-  auto* flag2 = flag + 1;
+  // A value written by another stream of this thread: at that write's virtual time.
+  const uintptr_t flag2 = flag + 4;
   cudaStream_t t = Stream(), u = Stream();
-  ASSERT_EQ(dev_->WaitValue(u, reinterpret_cast<uintptr_t>(flag2), 5, false, CU_STREAM_WAIT_VALUE_GEQ), cudaSuccess);
+  ASSERT_EQ(dev_->WaitValue(u, flag2, 5, false, CU_STREAM_WAIT_VALUE_GEQ), cudaSuccess);
   const double base = Mark(s);
   ASSERT_EQ(Busy(3e-3, t), cudaSuccess);  // after the kernel on s: [2, 5] ms
-  ASSERT_EQ(dev_->WriteValue(t, reinterpret_cast<uintptr_t>(flag2), 7, false), cudaSuccess);
+  ASSERT_EQ(dev_->WriteValue(t, flag2, 7, false), cudaSuccess);
   ASSERT_EQ(Busy(1e-3, u), cudaSuccess);
   EXPECT_NEAR(Mark(u), base + 3e-3 + 1e-3, kEps);
-  EXPECT_EQ(*flag2, 7u);
-  // Already true when enqueued: no wait beyond the write's time; a wait on pageable memory is refused.
-  ASSERT_EQ(dev_->WaitValue(t, reinterpret_cast<uintptr_t>(flag2), 7, false, CU_STREAM_WAIT_VALUE_EQ), cudaSuccess);
+  // Already true when enqueued: no wait beyond the write's time.
+  ASSERT_EQ(dev_->WaitValue(t, flag2, 7, false, CU_STREAM_WAIT_VALUE_EQ), cudaSuccess);
   EXPECT_EQ(dev_->StreamQuery(t), cudaErrorNotReady);  // its kernel still runs
+  // Pageable and pinned host memory are refused (pinned as an H200's driver did).
   uint32_t pageable = 0;
   EXPECT_EQ(dev_->WaitValue(t, reinterpret_cast<uintptr_t>(&pageable), 0, false, CU_STREAM_WAIT_VALUE_EQ),
             cudaErrorInvalidValue);
+  const Pinned pinned = PinnedHost(64);
+  EXPECT_EQ(dev_->WaitValue(t, reinterpret_cast<uintptr_t>(pinned.data()), 0, false, CU_STREAM_WAIT_VALUE_EQ),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(dev_->WriteValue(t, reinterpret_cast<uintptr_t>(pinned.data()), 1, false), cudaErrorInvalidValue);
 }
 
 // A stream destroyed while a thread waits to enqueue behind its value wait: the thread goes on, and the call fails
 // as one on a destroyed stream does.
 TEST_F(DeviceTest, AStreamDestroyedWhileAThreadWaitsOnItsValue) {
-  const Pinned flags = PinnedHost(64);
+  void* flags = nullptr;
+  ASSERT_EQ(dev_->Malloc(&flags, 64), cudaSuccess);
+  ASSERT_EQ(dev_->Memset(flags, 0, 64, nullptr, true), cudaSuccess);
   cudaStream_t s = Stream();
-  ASSERT_EQ(dev_->WaitValue(s, reinterpret_cast<uintptr_t>(flags.data()), 1, false, CU_STREAM_WAIT_VALUE_EQ),
-            cudaSuccess);
+  ASSERT_EQ(dev_->WaitValue(s, reinterpret_cast<uintptr_t>(flags), 1, false, CU_STREAM_WAIT_VALUE_EQ), cudaSuccess);
   std::thread destroyer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(dev_->StreamDestroy(s), cudaSuccess);
