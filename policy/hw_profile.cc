@@ -12,14 +12,24 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
-// Host time of calls (assumptions but for the per-range prefetch, measured on an H100 in run 8: 64 calls of 2 MiB
-// held the thread 1.0 ms in all). The same drivers and hosts stand behind every profile.
+// Host time of calls: the per-range prefetch measured on an H100 in run 8 (64 calls of 2 MiB held the thread 1.0 ms
+// in all), the virtual memory calls on an H200 in run 10 (move_costs), the rest assumptions. The same drivers and
+// hosts stand behind every profile.
 constexpr HostCosts kHostCosts{.launch_s = 3e-6,
                                .call_s = 2e-6,
                                .prefetch_call_s = 16e-6,
-                               .map_s = 10e-6,
-                               .set_access_s = 20e-6,
-                               .unmap_s = 20e-6};
+                               .device_chunks = {.create_s = 14e-6,
+                                                 .map_s = 1.5e-6,
+                                                 .set_access_s = 30e-6,
+                                                 .set_access_more_s = 0.16e-6,
+                                                 .unmap_s = 19e-6,
+                                                 .release_s = 14e-6},
+                               .host_chunks = {.create_s = 207e-6,
+                                               .map_s = 4.4e-6,
+                                               .set_access_s = 80e-6,
+                                               .set_access_more_s = 18e-6,
+                                               .unmap_s = 45e-6,
+                                               .release_s = 46e-6}};
 
 constexpr HwProfile kProfiles[] = {
     {.name = "v100-16g-pcie3",

@@ -21,14 +21,24 @@ struct LinkRates {
 // copies on the copy engines between device memory and pinned host memory.
 enum class MovePath : uint8_t { kManaged, kCopy };
 
+// Seconds of the calling thread's time that CUDA's virtual memory calls take, by where the chunks live; the driver
+// runs them one at a time, whichever thread calls.
+struct VmmCosts {
+  double create_s = 0;           // cuMemCreate, per 2 MiB
+  double map_s = 0;              // cuMemMap of one chunk
+  double set_access_s = 0;       // cuMemSetAccess: a range's first 2 MiB ...
+  double set_access_more_s = 0;  // ... and each further 2 MiB
+  double unmap_s = 0;            // cuMemUnmap of one mapping
+  double release_s = 0;          // cuMemRelease, per 2 MiB
+};
+
 // Seconds of the calling thread's time that CUDA calls take (simcuda's host clocks); 0: free.
 struct HostCosts {
   double launch_s = 0;         // a kernel launch
   double call_s = 0;           // any other call that enqueues work or allocates (copy, memset, event, wait, ...)
   double prefetch_call_s = 0;  // one per-range managed prefetch to the device (it returns before its transfer)
-  double map_s = 0;            // cuMemMap of one chunk
-  double set_access_s = 0;     // cuMemSetAccess of one range
-  double unmap_s = 0;          // cuMemUnmap of one mapping
+  VmmCosts device_chunks;      // chunks of device memory
+  VmmCosts host_chunks;        // chunks of pinned host memory (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA)
 };
 
 // One GPU and its host link. simcuda takes every figure from here; the planner takes the compute and memory

@@ -233,6 +233,13 @@ void Device::Spend(double seconds) {
   clocks_.Spend(seconds);
 }
 
+void Device::SpendVmm(double seconds) {
+  UsedBy(this);
+  const double start = std::max(clocks_.Now(), vmm_free_at_);
+  clocks_.Spend(start - clocks_.Now() + seconds);
+  vmm_free_at_ = start + seconds;
+}
+
 void Device::AdvanceHost(double t) {
   UsedBy(this);
   if (t <= clocks_.Now()) return;

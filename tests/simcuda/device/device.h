@@ -252,6 +252,11 @@ class Device {
   double Ready(const CUstream_st* s);
   // The calling thread spends `seconds` in a call, or waits until `t`.
   void Spend(double seconds);
+  // A virtual memory call: the driver runs them one at a time, so it starts once the last one has ended.
+  void SpendVmm(double seconds);
+  const karma::policy::VmmCosts& Costs(bool host_chunks) const {
+    return host_chunks ? config_.profile.host.host_chunks : config_.profile.host.device_chunks;
+  }
   void AdvanceHost(double t);
   double DeviceDone() const;  // when everything enqueued so far ends
   Allocation* Find(uintptr_t addr);
@@ -289,6 +294,7 @@ class Device {
   Config config_;
   AddressSpace space_;
   VirtualMemory vmm_{&space_};
+  double vmm_free_at_ = 0;  // when the last virtual memory call ends (SpendVmm)
   KernelRegistry kernels_;
   mutable FairMutex mu_;
   std::condition_variable_any value_written_;  // a stream write happened: waits may now hold

@@ -1,10 +1,18 @@
-// The device's side of CUDA's virtual memory calls: the lock, the host time they cost, device memory they hold.
+// The device's side of CUDA's virtual memory calls: the lock, the host time they cost (by where the chunks live, one
+// call at a time: SpendVmm), device memory they hold.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "device/device.h"
 #include "device/device_internal.h"
 
 namespace simcuda {
+namespace {
+
+double Chunks(uint64_t bytes) { return std::max<double>(1, static_cast<double>(bytes) / kVmmGranularity); }
+
+}  // namespace
 
 cudaError_t Device::AddressReserve(uintptr_t* ptr, size_t bytes, size_t alignment) {
   std::lock_guard lock(mu_);
@@ -23,7 +31,8 @@ cudaError_t Device::AddressFree(uintptr_t ptr, size_t bytes) {
 cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int location_type, int location_id) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  Spend(config_.profile.host.call_s);
+  const karma::policy::VmmCosts& costs = on_host ? config_.profile.host.host_chunks : config_.profile.host.device_chunks;
+  SpendVmm(costs.create_s * Chunks(bytes));
   if (handle == nullptr || bytes == 0 || bytes % kVmmGranularity != 0) return cudaErrorInvalidValue;
   // A device chunk is device memory from now until it is gone, mapped or not; a host chunk is host memory.
   if (!on_host) SIMCUDA_RETURN_IF_ERROR(ChargeDevice(bytes));
@@ -38,7 +47,7 @@ cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int 
 cudaError_t Device::MemRelease(uint64_t handle) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  Spend(config_.profile.host.call_s);
+  if (const Chunk* c = vmm_.FindChunk(handle)) SpendVmm(Costs(c->on_host).release_s * Chunks(c->bytes));
   uint64_t freed = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Release(handle, &freed));
   nonmanaged_bytes_ -= freed;
@@ -49,14 +58,17 @@ cudaError_t Device::MemRelease(uint64_t handle) {
 cudaError_t Device::MemMap(uintptr_t ptr, size_t bytes, size_t offset, uint64_t handle) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  Spend(config_.profile.host.map_s);
+  const Chunk* c = vmm_.FindChunk(handle);
+  SpendVmm(Costs(c != nullptr && c->on_host).map_s);
   return vmm_.Map(ptr, bytes, offset, handle);
 }
 
 cudaError_t Device::MemUnmap(uintptr_t ptr, size_t bytes) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  Spend(config_.profile.host.unmap_s);
+  const Mapping* m = vmm_.FindMapping(ptr);
+  const Chunk* c = m != nullptr ? vmm_.FindChunk(m->handle) : nullptr;
+  SpendVmm(Costs(c != nullptr && c->on_host).unmap_s);
   uint64_t freed = 0;
   double busy_until = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Unmap(ptr, bytes, &freed, &busy_until));
@@ -74,7 +86,20 @@ cudaError_t Device::MemUnmap(uintptr_t ptr, size_t bytes) {
 cudaError_t Device::MemSetAccess(uintptr_t ptr, size_t bytes, Access access) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  Spend(config_.profile.host.set_access_s);
+  uint64_t on[2] = {0, 0};  // bytes mapped onto device chunks, onto host chunks
+  for (uintptr_t a = ptr; a < ptr + bytes;) {
+    const Mapping* m = vmm_.FindMapping(a);
+    if (m == nullptr) break;  // the call fails below
+    const Chunk* c = vmm_.FindChunk(m->handle);
+    const uintptr_t end = std::min<uintptr_t>(m->base + m->bytes, ptr + bytes);
+    on[c != nullptr && c->on_host] += end - a;
+    a = end;
+  }
+  double cost = 0;
+  for (bool host : {false, true}) {
+    if (on[host] > 0) cost += Costs(host).set_access_s + (Chunks(on[host]) - 1) * Costs(host).set_access_more_s;
+  }
+  SpendVmm(cost > 0 ? cost : Costs(false).set_access_s);
   return vmm_.SetAccess(ptr, bytes, access);
 }
 

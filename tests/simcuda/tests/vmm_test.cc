@@ -3,7 +3,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "device/device.h"
 #include "tests/device_fixture.h"
@@ -19,9 +21,11 @@ class VmmTest : public DeviceTest {
  protected:
   void SetUp() override {
     Config c = TestConfig(64 * kMiB);
-    c.profile.host.map_s = 3e-6;
-    c.profile.host.set_access_s = 5e-6;
-    c.profile.host.unmap_s = 7e-6;
+    // Host chunks' calls cost twice the device chunks'.
+    c.profile.host.device_chunks = {.create_s = 1e-6, .map_s = 3e-6, .set_access_s = 5e-6, .set_access_more_s = 1e-6,
+                                    .unmap_s = 7e-6, .release_s = 1e-6};
+    c.profile.host.host_chunks = {.create_s = 2e-6, .map_s = 6e-6, .set_access_s = 10e-6, .set_access_more_s = 2e-6,
+                                  .unmap_s = 14e-6, .release_s = 2e-6};
     Init(c);
   }
   // A reserved range of `chunks` chunks with one chunk (on the device or the host) mapped, accessible, at its
@@ -100,7 +104,7 @@ TEST_F(VmmTest, AChunksBytesAreTheSameThroughEveryMapping) {
 TEST_F(VmmTest, AHostBackedMappingIsReadAtTheLinkRate) {
   const uintptr_t on_host = Mapped(true);
   const uintptr_t on_device = Mapped(false);
-  EXPECT_NEAR(dev_->HostTime(), 2 * (3e-6 + 5e-6), kEps);
+  EXPECT_NEAR(dev_->HostTime(), (2e-6 + 6e-6 + 10e-6) + (1e-6 + 3e-6 + 5e-6), kEps);  // create, map, access
   const double t0 = dev_->HostTime();
   cudaStream_t s = Stream();
   ASSERT_EQ(Plain(on_host, s), cudaSuccess);  // the whole mapping: 2 MiB at 1e9 B/s
@@ -118,7 +122,33 @@ TEST_F(VmmTest, AHostBackedMappingIsReadAtTheLinkRate) {
   ASSERT_EQ(dev_->Synchronize(), cudaSuccess);
   const double t3 = dev_->HostTime();
   ASSERT_EQ(dev_->MemUnmap(on_host, kChunk), cudaSuccess);
-  EXPECT_NEAR(dev_->HostTime(), t3 + 7e-6, kEps);
+  EXPECT_NEAR(dev_->HostTime(), t3 + 14e-6, kEps);
+}
+
+// The driver runs virtual memory calls one at a time (an H200, run 10): a thread's call that starts while another
+// thread's runs starts when that one ends. Setting access costs per 2 MiB beyond the first.
+TEST_F(VmmTest, VirtualMemoryCallsRunOneAtATime) {
+  uintptr_t base = 0;
+  uint64_t a = 0, b = 0;
+  ASSERT_EQ(dev_->AddressReserve(&base, 4 * kChunk, 0), cudaSuccess);
+  ASSERT_EQ(dev_->MemCreate(&a, kChunk, false, CU_MEM_LOCATION_TYPE_DEVICE, 0), cudaSuccess);
+  ASSERT_EQ(dev_->MemCreate(&b, kChunk, false, CU_MEM_LOCATION_TYPE_DEVICE, 0), cudaSuccess);
+  const double t0 = dev_->HostTime();
+  std::atomic<bool> mapped{false};
+  double other = 0;
+  std::thread second([&] {  // its clock starts at t0
+    while (!mapped.load()) std::this_thread::yield();
+    ASSERT_EQ(dev_->MemMap(base + kChunk, kChunk, 0, b), cudaSuccess);
+    other = dev_->HostTime();
+  });
+  ASSERT_EQ(dev_->MemMap(base, kChunk, 0, a), cudaSuccess);
+  EXPECT_NEAR(dev_->HostTime(), t0 + 3e-6, kEps);
+  mapped = true;
+  second.join();
+  EXPECT_NEAR(other, t0 + 2 * 3e-6, kEps);
+  const double t1 = std::max(dev_->HostTime(), other);
+  ASSERT_EQ(dev_->MemSetAccess(base, 2 * kChunk, Access::kReadWrite), cudaSuccess);
+  EXPECT_NEAR(dev_->HostTime(), t1 + 5e-6 + 1e-6, kEps);
 }
 
 // A kernel that touches a reserved address without a mapping loses the context: that launch and every later call
