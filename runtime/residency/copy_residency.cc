@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+
+#include "ground/common/log.h"
 
 namespace karma::rt {
 namespace {
@@ -222,8 +225,19 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
     bool coming = false;
     for (Lane l : {kOut, kDead}) coming = coming || ((!lanes_[l].jobs.empty() || running_[l] != 0) && !blocked_[l]);
     if (stopping_ || !coming) return -1;
-    cv_.wait(lock);
+    if (cv_.wait_for(lock, kStall) == std::cv_status::timeout) LogStall("a fetch or make waits for a device chunk");
   }
+}
+
+void CopyResidency::LogStall(const char* what) const {
+  std::string lanes;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    lanes += fmt::format(" {}:{} queued {} running{}", l, lanes_[l].jobs.size(), running_[l],
+                         blocked_[l] ? " blocked" : "");
+  }
+  KARMA_LOG(kWarn, "copy residency: {} for {} s; lanes{}; {} of {} chunks free, at most {}; host mapper {} queued{}",
+            what, kStall.count(), lanes, free_chunks_.size(), pool_.size(), max_chunks_, host_.work.size(),
+            host_.busy ? ", busy" : "");
 }
 
 void CopyResidency::RecordOn(cudaEvent_t* event, cudaStream_t on) {
@@ -720,13 +734,14 @@ bool CopyResidency::Done(ResidencyTicket t) const {
 
 void CopyResidency::AwaitSettled(ResidencyRange r) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] {
+  const auto settled = [&] {
     for (uint64_t a = r.addr / granularity_ * granularity_; a < r.addr + r.bytes && !stopping_; a += granularity_) {
       const Granule* g = Find(a);
       if (g != nullptr && g->posted != g->completed) return false;
     }
     return true;
-  });
+  };
+  while (!cv_.wait_for(lock, kStall, settled)) LogStall("a copy or memset waits for its operands' moves");
 }
 
 void CopyResidency::Finish() {

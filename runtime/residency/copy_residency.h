@@ -48,6 +48,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -230,6 +231,9 @@ class CopyResidency final : public Residency {
   void Released(int chunk, cudaStream_t on);
   // Records a chunk's event (made on first use) on `on`.
   void RecordOn(cudaEvent_t* event, cudaStream_t on);
+  // A wait longer than kStall logs the lanes' state (mu_ held), once per kStall: a hang says where it is.
+  static constexpr std::chrono::seconds kStall{10};
+  void LogStall(const char* what) const;
   // Keeps the first failure; true when `st` is one.
   bool Fail(Status st);
 
