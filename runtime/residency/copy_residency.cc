@@ -472,6 +472,7 @@ void CopyResidency::RunFinisher(Lane lane) {
     FinishJob(lane, started, lock);
     SignalLocked(lane, started.job.seq);
     --running_[lane];
+    ++finished_;
     cv_.notify_all();
   }
 }
@@ -630,7 +631,13 @@ void CopyResidency::RunHostMaps() {
   api_.cudaSetDevice(device_);
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !host_.work.empty(); });
+    // Also the watchdog: moves in flight that no lane finishes for kStall are logged (a hang says where it is).
+    for (uint64_t seen = finished_; !cv_.wait_for(lock, kStall, [&] { return stopping_ || !host_.work.empty(); });
+         seen = finished_) {
+      bool moving = false;
+      for (uint32_t l = 0; l < kLanes; ++l) moving = moving || !lanes_[l].jobs.empty() || running_[l] != 0;
+      if (moving && seen == finished_) LogStall("moves are in flight and none finished");
+    }
     if (host_.work.empty()) return;
     std::vector<std::pair<Granule*, HostWork>> batch;
     for (HostWork& w : host_.work) {

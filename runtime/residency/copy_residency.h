@@ -271,6 +271,7 @@ class CopyResidency final : public Residency {
     std::thread thread;
   } host_;
   std::array<uint32_t, kLanes> running_{};  // jobs a lane has taken and not finished
+  uint64_t finished_ = 0;                    // jobs finished on every lane (the host mapper's watchdog)
   std::array<bool, kLanes> blocked_{};  // a lane waits for a granule's earlier move (on another lane)
   bool stopping_ = false;
   mutable std::mutex failure_mu_;
