@@ -100,7 +100,8 @@ fi
 # ... the managed-memory probe, ...
 if [[ -x $bundle/tools/um_costs ]] && (($(left) > 70)); then
   say "um_costs"
-  timeout 60 "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
+  # Line-buffered: a run cut off at its limit still leaves the tables it printed (run 10's left none).
+  timeout 60 stdbuf -oL "$bundle/tools/um_costs" --blocks 64 --reps 5 >"$work/um_costs.txt" 2>&1
   cat "$work/um_costs.txt"
 fi
 
