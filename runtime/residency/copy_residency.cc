@@ -223,7 +223,7 @@ int CopyResidency::TakeDeviceChunk(std::unique_lock<std::mutex>& lock) {
     // At the budget: only an eviction or drop in flight can give a chunk back, unless it waits for a move that
     // waits for this one.
     bool coming = false;
-    for (Lane l : {kOut, kDead}) coming = coming || ((!lanes_[l].jobs.empty() || running_[l] != 0) && !blocked_[l]);
+    for (Lane l : {kOut, kDead}) coming = coming || (LaneBusy(l) && !blocked_[l]);
     if (stopping_ || !coming) return -1;
     if (cv_.wait_for(lock, kStall) == std::cv_status::timeout) LogStall("a fetch or make waits for a device chunk");
   }
@@ -635,7 +635,7 @@ void CopyResidency::RunHostMaps() {
     for (uint64_t seen = finished_; !cv_.wait_for(lock, kStall, [&] { return stopping_ || !host_.work.empty(); });
          seen = finished_) {
       bool moving = false;
-      for (uint32_t l = 0; l < kLanes; ++l) moving = moving || !lanes_[l].jobs.empty() || running_[l] != 0;
+      for (uint32_t l = 0; l < kLanes; ++l) moving = moving || LaneBusy(l);
       if (moving && seen == finished_) LogStall("moves are in flight and none finished");
     }
     if (host_.work.empty()) return;
@@ -756,7 +756,7 @@ void CopyResidency::Finish() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
       for (uint32_t l = 0; l < kLanes; ++l) {
-        if (!lanes_[l].jobs.empty() || running_[l] != 0) return false;
+        if (LaneBusy(l)) return false;
       }
       return host_.work.empty() && !host_.busy;
     });

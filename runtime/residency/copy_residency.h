@@ -231,6 +231,8 @@ class CopyResidency final : public Residency {
   void Released(int chunk, cudaStream_t on);
   // Records a chunk's event (made on first use) on `on`.
   void RecordOn(cudaEvent_t* event, cudaStream_t on);
+  // A lane has jobs queued or running (mu_ held).
+  bool LaneBusy(uint32_t l) const { return !lanes_[l].jobs.empty() || running_[l] != 0; }
   // A wait longer than kStall logs the lanes' state (mu_ held), once per kStall: a hang says where it is.
   static constexpr std::chrono::seconds kStall{10};
   void LogStall(const char* what) const;

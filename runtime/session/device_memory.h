@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include "ground/common/live_stats.h"
 #include "runtime/base/config.h"

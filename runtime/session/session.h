@@ -122,9 +122,9 @@ class Session : private ObserverHost {
   void UpdateUsage();
   // Registers a buffer with the observer, and gives it to the residency and the executor.
   void RegisterBuffer(uint64_t addr, uint64_t size, Origin origin, StreamKey stream);
-  // The op at position `position` of the plan replays now: the executor may issue it again, so it keeps the launch.
   // Copies and memsets on the copy path: their operands mapped before the call (CopyResidency::AwaitSettled).
   void SettleOperands(const OpDesc& d) noexcept;
+  // The op at position `position` of the plan replays now: the executor may issue it again, so it keeps the launch.
   void KeepLaunch(const OpDesc& d, uint32_t position);
   // Acts on what the executor asks for: a new plan, a new recording, the measured link, the trial.
   void HandleExecutorRequest();

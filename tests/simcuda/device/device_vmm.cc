@@ -31,8 +31,7 @@ cudaError_t Device::AddressFree(uintptr_t ptr, size_t bytes) {
 cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int location_type, int location_id) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  const karma::policy::VmmCosts& costs = on_host ? config_.profile.host.host_chunks : config_.profile.host.device_chunks;
-  SpendVmm(costs.create_s * Chunks(bytes));
+  SpendVmm(Costs(on_host).create_s * Chunks(bytes));
   if (handle == nullptr || bytes == 0 || bytes % kVmmGranularity != 0) return cudaErrorInvalidValue;
   // A device chunk is device memory from now until it is gone, mapped or not; a host chunk is host memory.
   if (!on_host) SIMCUDA_RETURN_IF_ERROR(ChargeDevice(bytes));
