@@ -233,11 +233,14 @@ void Device::Spend(double seconds) {
   clocks_.Spend(seconds);
 }
 
-void Device::SpendVmm(double seconds) {
+void Device::SpendVmm(const char* what, bool host, uint64_t bytes, double seconds) {
   UsedBy(this);
   const double start = std::max(clocks_.Now(), vmm_free_at_);
   clocks_.Spend(start - clocks_.Now() + seconds);
   vmm_free_at_ = start + seconds;
+  ++stats_.vmm_calls;
+  stats_.vmm_busy_s += seconds;
+  Trace(what, fmt::format("{} bytes {}", bytes, host ? "host" : "device"), start, start + seconds);
 }
 
 void Device::AdvanceHost(double t) {
@@ -751,6 +754,8 @@ std::string Device::StatsJson() {
   j["h2d_busy_s"] = s.h2d_busy_s;
   j["d2h_busy_s"] = s.d2h_busy_s;
   j["managed_calls_blocked_s"] = s.managed_calls_blocked_s;
+  j["vmm_calls"] = s.vmm_calls;
+  j["vmm_busy_s"] = s.vmm_busy_s;
   return j.dump(2);
 }
 

@@ -112,6 +112,8 @@ struct Stats {
   double h2d_busy_s = 0;
   double d2h_busy_s = 0;
   double managed_calls_blocked_s = 0;  // host time threads spent in managed-memory calls held for their transfer
+  uint64_t vmm_calls = 0;  // CUDA's virtual memory calls that cost time (create, map, set access, unmap, release)
+  double vmm_busy_s = 0;   // the time they took, one at a time (the driver runs them one at a time)
 };
 
 // Dimensions of one launch.
@@ -253,7 +255,8 @@ class Device {
   // The calling thread spends `seconds` in a call, or waits until `t`.
   void Spend(double seconds);
   // A virtual memory call: the driver runs them one at a time, so it starts once the last one has ended.
-  void SpendVmm(double seconds);
+  // A virtual memory call (`what`, of `bytes` on host or device chunks) takes `seconds`, after the one before.
+  void SpendVmm(const char* what, bool host, uint64_t bytes, double seconds);
   const karma::policy::VmmCosts& Costs(bool host_chunks) const {
     return host_chunks ? config_.profile.host.host_chunks : config_.profile.host.device_chunks;
   }

@@ -31,7 +31,7 @@ cudaError_t Device::AddressFree(uintptr_t ptr, size_t bytes) {
 cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int location_type, int location_id) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  SpendVmm(Costs(on_host).create_s * Chunks(bytes));
+  SpendVmm("create", on_host, bytes, Costs(on_host).create_s * Chunks(bytes));
   if (handle == nullptr || bytes == 0 || bytes % kVmmGranularity != 0) return cudaErrorInvalidValue;
   // A device chunk is device memory from now until it is gone, mapped or not; a host chunk is host memory.
   if (!on_host) SIMCUDA_RETURN_IF_ERROR(ChargeDevice(bytes));
@@ -46,7 +46,7 @@ cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int 
 cudaError_t Device::MemRelease(uint64_t handle) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  if (const Chunk* c = vmm_.FindChunk(handle)) SpendVmm(Costs(c->on_host).release_s * Chunks(c->bytes));
+  if (const Chunk* c = vmm_.FindChunk(handle)) SpendVmm("release", c->on_host, c->bytes, Costs(c->on_host).release_s * Chunks(c->bytes));
   uint64_t freed = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Release(handle, &freed));
   nonmanaged_bytes_ -= freed;
@@ -58,7 +58,7 @@ cudaError_t Device::MemMap(uintptr_t ptr, size_t bytes, size_t offset, uint64_t 
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
   const Chunk* c = vmm_.FindChunk(handle);
-  SpendVmm(Costs(c != nullptr && c->on_host).map_s);
+  SpendVmm("map", c != nullptr && c->on_host, bytes, Costs(c != nullptr && c->on_host).map_s);
   return vmm_.Map(ptr, bytes, offset, handle);
 }
 
@@ -67,7 +67,7 @@ cudaError_t Device::MemUnmap(uintptr_t ptr, size_t bytes) {
   SIMCUDA_RETURN_IF_LOST();
   const Mapping* m = vmm_.FindMapping(ptr);
   const Chunk* c = m != nullptr ? vmm_.FindChunk(m->handle) : nullptr;
-  SpendVmm(Costs(c != nullptr && c->on_host).unmap_s);
+  SpendVmm("unmap", c != nullptr && c->on_host, bytes, Costs(c != nullptr && c->on_host).unmap_s);
   uint64_t freed = 0;
   double busy_until = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Unmap(ptr, bytes, &freed, &busy_until));
@@ -98,7 +98,7 @@ cudaError_t Device::MemSetAccess(uintptr_t ptr, size_t bytes, Access access) {
   for (bool host : {false, true}) {
     if (on[host] > 0) cost += Costs(host).set_access_s + (Chunks(on[host]) - 1) * Costs(host).set_access_more_s;
   }
-  SpendVmm(cost > 0 ? cost : Costs(false).set_access_s);
+  SpendVmm("access", on[true] > 0, bytes, cost > 0 ? cost : Costs(false).set_access_s);
   return vmm_.SetAccess(ptr, bytes, access);
 }
 

@@ -149,6 +149,10 @@ TEST_F(VmmTest, VirtualMemoryCallsRunOneAtATime) {
   const double t1 = std::max(dev_->HostTime(), other);
   ASSERT_EQ(dev_->MemSetAccess(base, 2 * kChunk, Access::kReadWrite), cudaSuccess);
   EXPECT_NEAR(dev_->HostTime(), t1 + 5e-6 + 1e-6, kEps);
+  // Counted: two creates, two maps, one set access.
+  const Stats s = dev_->GetStats();
+  EXPECT_EQ(s.vmm_calls, 5u);
+  EXPECT_NEAR(s.vmm_busy_s, 2 * 1e-6 + 2 * 3e-6 + 5e-6 + 1e-6, kEps);
 }
 
 // A kernel that touches a reserved address without a mapping loses the context: that launch and every later call
