@@ -506,6 +506,65 @@ void VmmCalls(const Backing& device, const Backing& host) {
   t.Print();
 }
 
+// N adjacent 2 MiB chunks mapped one by one into one range, then their access set and the range unmapped either
+// chunk by chunk or with one call over the whole range (the driver may refuse an unmap that spans mappings: the
+// table says so). Whether one call over many chunks costs about one call decides whether the copy residency should
+// move a block's granules with a few calls rather than a few per granule (simcuda charges an unmap per mapping).
+void VmmSpans(const Backing& device, const Backing& host) {
+  Table t("VMM calls over N adjacent 2 MiB chunks, host time (median of " + std::to_string(g_reps) + ")",
+          {"backing", "N", "N maps us", "setAccess each us", "setAccess once us", "unmap each us",
+           "unmap once us"});
+  for (const Backing* b : {&device, &host}) {
+    if (!b->ok) {
+      t.Add({b->name, "-", "skipped"});
+      continue;
+    }
+    const CUmemAllocationProp p = Prop(b->where);
+    const size_t chunk = RoundUp(2 * kMiB, b->granularity);
+    for (int n : {1, 8, 32}) {
+      std::vector<CUmemGenericAllocationHandle> h(n);
+      for (auto& x : h) CU_CHECK(cuMemCreate(&x, chunk, &p, 0));
+      const size_t bytes = chunk * n;
+      const CUdeviceptr va = Reserve(bytes, b->granularity);
+      std::vector<double> maps, each, once, unmap_each, unmap_once;
+      CUresult refused = CUDA_SUCCESS;
+      const auto map_all = [&] {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < n; ++i) CU_CHECK(cuMemMap(va + i * chunk, chunk, 0, h[i], 0));
+        maps.push_back(Us(t0, Clock::now()));
+      };
+      for (int r = 0; r < g_reps; ++r) {
+        map_all();
+        auto t0 = Clock::now();
+        for (int i = 0; i < n; ++i) CU_CHECK(Access(va + i * chunk, chunk));
+        each.push_back(Us(t0, Clock::now()));
+        t0 = Clock::now();
+        for (int i = 0; i < n; ++i) CU_CHECK(cuMemUnmap(va + i * chunk, chunk));
+        unmap_each.push_back(Us(t0, Clock::now()));
+        map_all();
+        t0 = Clock::now();
+        CU_CHECK(Access(va, bytes));
+        once.push_back(Us(t0, Clock::now()));
+        t0 = Clock::now();
+        const CUresult u = cuMemUnmap(va, bytes);
+        const double took = Us(t0, Clock::now());
+        if (u != CUDA_SUCCESS) {
+          refused = u;
+          for (int i = 0; i < n; ++i) CU_CHECK(cuMemUnmap(va + i * chunk, chunk));
+        } else {
+          unmap_once.push_back(took);
+        }
+      }
+      CU_CHECK(cuMemAddressFree(va, bytes));
+      for (auto x : h) CU_CHECK(cuMemRelease(x));
+      t.Add({b->name, std::to_string(n), F(Median(maps)), F(Median(each)), F(Median(once)), F(Median(unmap_each)),
+             refused == CUDA_SUCCESS ? F(Median(unmap_once)) : std::string("refused: ") + CuName(refused)});
+    }
+  }
+  t.Note("once about one call's cost for any N: one call over a block's granules is worth making");
+  t.Print();
+}
+
 // VMM calls from several host threads at once, each remapping a 2 MiB device chunk of its own (cuMemMap,
 // cuMemSetAccess, cuMemUnmap): whether the driver runs them side by side or one at a time. simcuda counts each
 // thread's calls on that thread's clock, as if side by side; the copy residency makes them from several threads
@@ -999,6 +1058,7 @@ int main(int argc, char** argv) {
   PageableCopies(buf);
   const auto [device, host] = Granularities(numa);
   VmmCalls(device, host);
+  VmmSpans(device, host);
   VmmThreads(device);
   RemapDuringKernel(buf.dev[0], device, host);
   MappedBandwidth(buf, device, host);
