@@ -35,7 +35,8 @@ struct VmmCosts {
 // Seconds of the calling thread's time that CUDA calls take (simcuda's host clocks); 0: free.
 struct HostCosts {
   double launch_s = 0;         // a kernel launch
-  double call_s = 0;           // any other call that enqueues work or allocates (copy, memset, event, wait, ...)
+  double call_s = 0;           // any other call that enqueues work or allocates (copy, memset, stream, ...)
+  double order_call_s = 0;     // a call that only orders work: an event's record, a stream's wait on an event
   double prefetch_call_s = 0;  // one per-range managed prefetch to the device (it returns before its transfer)
   VmmCosts device_chunks;      // chunks of device memory
   VmmCosts host_chunks;        // chunks of pinned host memory (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA)

@@ -323,7 +323,8 @@ copy_path)
   # KARMA_RESIDENCY=copy: device memory through the virtual memory API, a pool of whole 2 MiB chunks never above the
   # budget, pinned host chunks for what is away. Both apps at 3x: bit-identical to in core, the plan replayed, the
   # pool within the budget (the exit summary's own figure and simcuda's peak device bytes). No speed check: the copy
-  # path is 1.4-3.0x in core at 64 MiB on either profile, mostly slower than managed memory (docs/runtime-e2e.md).
+  # path is 2.7-3.7x in core at 64 MiB on h100-80g at the VMM costs an H200 measured, mostly slower than managed
+  # memory (docs/runtime-e2e.md).
   for app in mlp_trainer skipnet_trainer; do
     args=(--iters "$iters" --footprint $((3 * mem_mib))MiB --alloc async)
     run ref -- "$bin/$app" "${args[@]}"

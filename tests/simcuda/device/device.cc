@@ -407,7 +407,7 @@ cudaError_t Device::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
   SIMCUDA_RETURN_IF_LOST();
   CUstream_st* s = ResolveStream(stream);
   if (s == nullptr || !IsEvent(event)) return cudaErrorInvalidResourceHandle;
-  Spend(config_.profile.host.call_s);
+  Spend(config_.profile.host.order_call_s);
   if (event->recorded) s->tail = std::max(s->tail, event->time);
   return cudaSuccess;
 }
@@ -445,7 +445,7 @@ cudaError_t Device::EventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!IsEvent(event)) return cudaErrorInvalidResourceHandle;
   event->recorded = true;
   event->time = Ready(s);
-  Spend(config_.profile.host.call_s);
+  Spend(config_.profile.host.order_call_s);
   return cudaSuccess;
 }
 

@@ -663,7 +663,7 @@ TEST(Api, EventsMeasureVirtualTime) {
   ASSERT_EQ(cudaEventRecord(stop, nullptr), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(stop), cudaErrorNotReady);  // the call returned before its copy ended
   ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
-  const double call_ms = 1e3 * simcuda::Global()->config().profile.host.call_s;  // the host records `start`
+  const double call_ms = 1e3 * simcuda::Global()->config().profile.host.order_call_s;  // the host records `start`
   float ms = 0;
   ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
   EXPECT_NEAR(ms, call_ms + 1.0f, 1e-5);
