@@ -152,7 +152,8 @@ Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
   const CUmemAllocationProp prop =
       ChunkProp(on_host ? host_location_ : CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device_});
   Chunk c;
-  if (Status st = Check(api_.cuMemCreate(&c.handle, granularity_, &prop, 0), "cuMemCreate"); !st.ok()) return st;
+  const CUresult created = vmm_([&] { return api_.cuMemCreate(&c.handle, granularity_, &prop, 0); });
+  if (Status st = Check(created, "cuMemCreate"); !st.ok()) return st;
   CUdeviceptr va = 0;
   if (Status st = Check(api_.cuMemAddressReserve(&va, granularity_, granularity_, 0, 0), "cuMemAddressReserve");
       !st.ok()) {
@@ -169,7 +170,7 @@ Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
 }
 
 Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access) {
-  if (Status st = Check(api_.cuMemMap(addr, granularity_, 0, handle, 0), "cuMemMap"); !st.ok()) return st;
+  if (Status st = Check(vmm_([&] { return api_.cuMemMap(addr, granularity_, 0, handle, 0); }), "cuMemMap"); !st.ok()) return st;
   return access ? SetAccess(addr, granularity_) : Status::Ok();
 }
 
@@ -188,7 +189,7 @@ Status CopyResidency::SetAccess(uint64_t addr, uint64_t bytes) {
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device_;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return Check(api_.cuMemSetAccess(addr, bytes, &access, 1), "cuMemSetAccess");
+  return Check(vmm_([&] { return api_.cuMemSetAccess(addr, bytes, &access, 1); }), "cuMemSetAccess");
 }
 
 void CopyResidency::Undrop(Granule* g) {
@@ -596,7 +597,7 @@ void CopyResidency::FinishJob(Lane lane, Started& started, std::unique_lock<std:
   std::vector<uint64_t> mapped;
   for (const Remap& r : remaps) {
     if (r.to == kStay) continue;
-    if (r.old != kUnmapped) Fail(Check(api_.cuMemUnmap(r.addr, granularity_), "cuMemUnmap"));
+    if (r.old != kUnmapped) Fail(Check(vmm_([&] { return api_.cuMemUnmap(r.addr, granularity_); }), "cuMemUnmap"));
     // An evicted granule is mapped onto its host chunk by the host mapper, once its device chunk is back.
     if (r.to == kUnmapped || (r.to == kOnHost && r.old >= 0)) continue;
     Fail(MapOnto(r.addr, r.onto, /*access=*/false));
@@ -658,7 +659,7 @@ void CopyResidency::RunHostMaps() {
       }
       // After the dead value's last use, on this thread's clock too (on a GPU it has long completed).
       if (w.dead != nullptr) Fail(Check(api_.cudaEventSynchronize(w.dead.get()), "cudaEventSynchronize"));
-      Fail(Check(api_.cuMemUnmap(w.addr, granularity_), "cuMemUnmap"));
+      Fail(Check(vmm_([&] { return api_.cuMemUnmap(w.addr, granularity_); }), "cuMemUnmap"));
     }
     SetAccessRuns(std::move(mapped));
     lock.lock();

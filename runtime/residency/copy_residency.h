@@ -99,6 +99,23 @@ class CopyResidency final : public Residency {
   // Granules mapped onto the device now, and fetches or makes that found no device chunk (left on the host).
   uint64_t device_granules() const;
   uint64_t stranded() const { return stranded_.load(std::memory_order_relaxed); }
+  // The virtual memory calls made so far (create, map, set access, unmap; not the release of the pool at the end),
+  // and the wall time they held their threads: the driver runs them one at a time (an H200 did), so their time
+  // bounds how fast memory can change hands.
+  struct CallTally {
+    std::atomic<uint64_t> calls{0}, ns{0};
+    template <typename Call>
+    CUresult operator()(Call&& call) {
+      const auto start = std::chrono::steady_clock::now();
+      const CUresult r = call();
+      ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - start).count()),
+                   std::memory_order_relaxed);
+      calls.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+  };
+  const CallTally& vmm_calls() const { return vmm_; }
   // The first failure of a CUDA call on a mover's thread (the moves after it are not made); OK when none.
   Status status() const;
 
@@ -279,6 +296,7 @@ class CopyResidency final : public Residency {
   mutable std::mutex failure_mu_;
   Status failure_;
   std::atomic<uint64_t> stranded_{0};
+  CallTally vmm_;
   uint64_t peak_chunks_ = 0;
 };
 

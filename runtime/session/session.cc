@@ -418,8 +418,11 @@ std::string Session::SummaryLine() const {
   if (get(s.period_ops) != 0) line += fmt::format(" ({} ops each)", get(s.period_ops));
   line += fmt::format(", peak {} allocated", FormatBytes(get(s.peak_used_bytes)));
   if (const CopyResidency* residency = memory_.residency(); residency != nullptr) {
+    const CopyResidency::CallTally& vmm = residency->vmm_calls();
     line += fmt::format(", copy path: device pool at most {} ({} fetches or makes found no room and left their pages in "
-                        "host memory)", FormatBytes(residency->peak_device_bytes()), residency->stranded());
+                        "host memory; {} virtual memory calls held their threads {:.2f} ms of wall clock)",
+                        FormatBytes(residency->peak_device_bytes()), residency->stranded(),
+                        vmm.calls.load(std::memory_order_relaxed), vmm.ns.load(std::memory_order_relaxed) / 1e6);
   }
   if (const uint64_t peak = executor_.peak_device_bytes(); peak != 0) {
     // cudaMemGetInfo counts the CUDA context and what the libraries hold: what was in use before the first

@@ -109,6 +109,15 @@ TEST_F(CopyResidencyTest, EvictedBytesStayUsableAndComeBackWithWhatWasWrittenMea
   EXPECT_TRUE(Holds(*addr, kG, 1));
   EXPECT_TRUE(Holds(*addr + kG, kG, 2));
   EXPECT_TRUE(r->status().ok()) << r->status().message();
+  // Once more, counted: the eviction unmaps both device chunks, maps both host chunks and sets their access in one
+  // call; the fetch unmaps the host chunks, maps device chunks and sets their access in one call.
+  const uint64_t calls = r->vmm_calls().calls.load();
+  r->Evict({*addr, 2 * kG}, {});
+  r->Fetch({*addr, 2 * kG}, {});
+  r->Finish();
+  EXPECT_EQ(r->vmm_calls().calls.load() - calls, 2u * (2 + 2 + 1));
+  EXPECT_GT(r->vmm_calls().ns.load(), 0u);
+  EXPECT_TRUE(Holds(*addr, kG, 1));
 }
 
 // A driver that takes no plain host location for cuMemCreate (some do not): host chunks on the device's host NUMA node;
