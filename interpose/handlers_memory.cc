@@ -116,17 +116,15 @@ cudaError_t cudaMemGetInfo(cudaMemGetInfo_fn real, size_t* free, size_t* total) 
   return MemInfo<cudaError_t>(free, total, [&] { return real(free, total); });
 }
 
-// Arena blocks are managed memory underneath; the application asked for device memory and is told so.
+// Arena blocks are managed memory or, on the copy path, addresses whose backing changes (device or host chunks,
+// nothing for a moment); the application asked for device memory and is told so without asking the driver.
 cudaError_t cudaPointerGetAttributes(cudaPointerGetAttributes_fn real, cudaPointerAttributes* attributes,
                                      const void* ptr) {
-  const cudaError_t e = real(attributes, ptr);
   Session* s = Session::Get();
-  if (s != nullptr && e == cudaSuccess && attributes != nullptr && s->InArena(AddressOf(ptr))) {
-    attributes->type = cudaMemoryTypeDevice;
-    attributes->hostPointer = nullptr;
-    attributes->devicePointer = const_cast<void*>(ptr);
+  if (s != nullptr && attributes != nullptr && s->ArenaPointerAttributes(AddressOf(ptr), attributes)) {
+    return cudaSuccess;
   }
-  return e;
+  return real(attributes, ptr);
 }
 
 // ---- driver API ----

@@ -17,6 +17,12 @@ DeviceMemory::DeviceMemory(const SessionConfig& config, const CudaApi& api, Exec
 
 void DeviceMemory::EnsureDeviceInfo() {
   std::call_once(device_info_once_, [this] {
+    if (api_.cudaGetDevice != nullptr) {
+      LastErrorScope errors(api_);
+      int device = 0;
+      if (api_.cudaGetDevice(&device) == cudaSuccess) device_.store(device, std::memory_order_relaxed);
+      else errors.Failed();
+    }
     size_t free = 0, total = 0;
     if (!RealMemGetInfo(api_, &free, &total)) return;
     device_baseline_bytes_.store(total > free ? total - free : 0, std::memory_order_relaxed);
@@ -39,9 +45,7 @@ void DeviceMemory::EnsureDeviceInfo() {
 
 void DeviceMemory::ChooseResidency(uint64_t budget) {
   if (config_.residency == ResidencyChoice::kManaged || config_.mode == Mode::kUm) return;
-  int device = 0;
-  if (api_.cudaGetDevice != nullptr) api_.cudaGetDevice(&device);
-  auto r = CopyResidency::Create(driver_api_(), device, budget);
+  auto r = CopyResidency::Create(driver_api_(), device(), budget);
   if (!r.ok()) {
     if (config_.residency == ResidencyChoice::kCopy) {
       // Not managed memory instead: a user asking for copy may have a device too short of memory to oversubscribe.

@@ -39,6 +39,8 @@ class DeviceMemory {
   CopyResidency* residency() const { return residency_.get(); }
   // Why KARMA_RESIDENCY=copy was asked for and could not be had (then no allocation is served); empty otherwise.
   const std::string& copy_refused() const { return copy_refused_; }
+  // The device the arena serves (current at the first allocation, memory query or plan).
+  int device() const { return device_.load(std::memory_order_relaxed); }
   // Device memory in use (cudaMemGetInfo) when the first allocation came: the context and the libraries.
   uint64_t baseline_bytes() const { return device_baseline_bytes_.load(std::memory_order_relaxed); }
 
@@ -56,6 +58,7 @@ class DeviceMemory {
   Arena arena_;
   std::once_flag device_info_once_;
   std::atomic<uint64_t> device_baseline_bytes_{0};
+  std::atomic<int> device_{0};
 };
 
 }  // namespace karma::rt

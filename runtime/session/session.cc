@@ -265,7 +265,14 @@ Session::Freed Session::FreeDevice(uint64_t addr, StreamKey stream) {
 
 void Session::AdjustMemInfo(size_t* free, size_t* total) { memory_.AdjustMemInfo(free, total); }
 
-bool Session::InArena(uint64_t addr) const { return memory_.arena().Contains(addr); }
+bool Session::ArenaPointerAttributes(uint64_t addr, cudaPointerAttributes* attributes) const {
+  if (!memory_.arena().Contains(addr)) return false;
+  *attributes = cudaPointerAttributes{};
+  attributes->type = cudaMemoryTypeDevice;
+  attributes->device = memory_.device();
+  attributes->devicePointer = reinterpret_cast<void*>(addr);
+  return true;
+}
 
 // ---- ops ----
 

@@ -81,7 +81,10 @@ class Session : private ObserverHost {
   Freed FreeDevice(uint64_t addr, StreamKey stream);
   // free + used <= budget <= total, where used is what the application holds in the arena.
   void AdjustMemInfo(size_t* free, size_t* total);
-  bool InArena(uint64_t addr) const;
+  // For an address in the arena: `attributes` as for device memory of the arena's device, and true, whatever backs
+  // it now (managed memory; on the copy path a device or host chunk, or for a moment nothing, where a driver would
+  // call it unregistered or refuse it); false elsewhere.
+  bool ArenaPointerAttributes(uint64_t addr, cudaPointerAttributes* attributes) const;
 
   // ---- ops ----
   // True while ops are detected or recorded: only then do hooks need to describe their operands.

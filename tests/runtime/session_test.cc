@@ -249,11 +249,11 @@ TEST_F(SessionTest, DeviceAllocationsComeFromTheArenaWithoutRealCalls) {
   Session& s = Start(Mode::kUm);
   void* p = nullptr;
   ASSERT_EQ(hook::cudaMalloc(&testing::FakeRealMalloc, &p, 10 << 20), cudaSuccess);
-  EXPECT_TRUE(s.InArena(U(p)));
+  EXPECT_TRUE(s.arena().Contains(U(p)));
   EXPECT_EQ(U(p) % kLargePage, 0u);
   CUdeviceptr d = 0;
   ASSERT_EQ(hook::cuMemAlloc_v2([](CUdeviceptr*, size_t) { return CUDA_ERROR_UNKNOWN; }, &d, 1000), CUDA_SUCCESS);
-  EXPECT_TRUE(s.InArena(d));
+  EXPECT_TRUE(s.arena().Contains(d));
   EXPECT_EQ(Fake().real_malloc_calls, 0);
   EXPECT_EQ(s.registry().size(), 2u);
   EXPECT_EQ(s.stats().used_bytes.load(), (10ull << 20) + 1024);
@@ -380,8 +380,25 @@ TEST_F(SessionTest, ArenaPointersLookLikeDeviceMemory) {
   cudaPointerAttributes a{};
   ASSERT_EQ(hook::cudaPointerGetAttributes(&testing::FakeRealPointerGetAttributes, &a, p), cudaSuccess);
   EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
   EXPECT_EQ(a.hostPointer, nullptr);
   EXPECT_EQ(a.devicePointer, p);
+  // What the driver would say of the address now does not matter: on the copy path a block's addresses may lead to
+  // a host chunk or, for a moment, nowhere (a driver calls them unregistered, device -2, or refuses them).
+  auto unmapped = [](cudaPointerAttributes* x, const void*) {
+    *x = cudaPointerAttributes{};
+    x->type = cudaMemoryTypeUnregistered;
+    x->device = -2;
+    return cudaErrorInvalidValue;
+  };
+  a = cudaPointerAttributes{};
+  ASSERT_EQ(hook::cudaPointerGetAttributes(+unmapped, &a, static_cast<char*>(p) + 4096), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.devicePointer, static_cast<char*>(p) + 4096);
+  // Outside the arena: the driver's answer.
+  EXPECT_EQ(hook::cudaPointerGetAttributes(+unmapped, &a, Ptr(0x7000)), cudaErrorInvalidValue);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
 }
 
 // An allocation the application holds through the recorded iteration but no op of it uses is not in the trace (the
