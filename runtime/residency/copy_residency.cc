@@ -170,7 +170,8 @@ Result<CopyResidency::Chunk> CopyResidency::NewChunk(bool on_host) {
 }
 
 Status CopyResidency::MapOnto(uint64_t addr, CUmemGenericAllocationHandle handle, bool access) {
-  if (Status st = Check(vmm_([&] { return api_.cuMemMap(addr, granularity_, 0, handle, 0); }), "cuMemMap"); !st.ok()) return st;
+  const CUresult mapped = vmm_([&] { return api_.cuMemMap(addr, granularity_, 0, handle, 0); });
+  if (Status st = Check(mapped, "cuMemMap"); !st.ok()) return st;
   return access ? SetAccess(addr, granularity_) : Status::Ok();
 }
 

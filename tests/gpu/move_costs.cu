@@ -463,16 +463,22 @@ Backings Granularities(int numa) {
   return {device, chosen};
 }
 
+// The backings that work, device first; a "skipped" row in `t` for each that does not.
+std::vector<const Backing*> Usable(Table& t, const Backing& device, const Backing& host) {
+  std::vector<const Backing*> usable;
+  for (const Backing* b : {&device, &host}) {
+    if (b->ok) usable.push_back(b);
+    else t.Add({b->name, "-", "skipped"});
+  }
+  return usable;
+}
+
 void VmmCalls(const Backing& device, const Backing& host) {
   Table t("VMM calls, host time per call: cuMemCreate, cuMemMap, cuMemSetAccess (read-write for this device), "
           "cuMemUnmap, cuMemRelease of one chunk (median of " + std::to_string(g_reps) + ")",
           {"backing", "chunk MiB", "create us", "map us", "setAccess us", "map+setAccess us", "unmap us",
            "release us"});
-  for (const Backing* b : {&device, &host}) {
-    if (!b->ok) {
-      t.Add({b->name, "-", "skipped"});
-      continue;
-    }
+  for (const Backing* b : Usable(t, device, host)) {
     const CUmemAllocationProp p = Prop(b->where);
     for (size_t size : kSizes) {
       const size_t bytes = RoundUp(size, b->granularity);
@@ -514,11 +520,7 @@ void VmmSpans(const Backing& device, const Backing& host) {
   Table t("VMM calls over N adjacent 2 MiB chunks, host time (median of " + std::to_string(g_reps) + ")",
           {"backing", "N", "N maps us", "setAccess each us", "setAccess once us", "unmap each us",
            "unmap once us"});
-  for (const Backing* b : {&device, &host}) {
-    if (!b->ok) {
-      t.Add({b->name, "-", "skipped"});
-      continue;
-    }
+  for (const Backing* b : Usable(t, device, host)) {
     const CUmemAllocationProp p = Prop(b->where);
     const size_t chunk = RoundUp(2 * kMiB, b->granularity);
     for (int n : {1, 8, 32}) {

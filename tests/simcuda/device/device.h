@@ -254,8 +254,8 @@ class Device {
   double Ready(const CUstream_st* s);
   // The calling thread spends `seconds` in a call, or waits until `t`.
   void Spend(double seconds);
-  // A virtual memory call: the driver runs them one at a time, so it starts once the last one has ended.
-  // A virtual memory call (`what`, of `bytes` on host or device chunks) takes `seconds`, after the one before.
+  // A virtual memory call (`what`, of `bytes` on host or device chunks) takes `seconds`: the driver runs them one at
+  // a time, so it starts once the last one has ended. Traced, and counted in the statistics.
   void SpendVmm(const char* what, bool host, uint64_t bytes, double seconds);
   const karma::policy::VmmCosts& Costs(bool host_chunks) const {
     return host_chunks ? config_.profile.host.host_chunks : config_.profile.host.device_chunks;

@@ -46,7 +46,9 @@ cudaError_t Device::MemCreate(uint64_t* handle, size_t bytes, bool on_host, int 
 cudaError_t Device::MemRelease(uint64_t handle) {
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
-  if (const Chunk* c = vmm_.FindChunk(handle)) SpendVmm("release", c->on_host, c->bytes, Costs(c->on_host).release_s * Chunks(c->bytes));
+  if (const Chunk* c = vmm_.FindChunk(handle)) {
+    SpendVmm("release", c->on_host, c->bytes, Costs(c->on_host).release_s * Chunks(c->bytes));
+  }
   uint64_t freed = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Release(handle, &freed));
   nonmanaged_bytes_ -= freed;
@@ -58,7 +60,8 @@ cudaError_t Device::MemMap(uintptr_t ptr, size_t bytes, size_t offset, uint64_t 
   std::lock_guard lock(mu_);
   SIMCUDA_RETURN_IF_LOST();
   const Chunk* c = vmm_.FindChunk(handle);
-  SpendVmm("map", c != nullptr && c->on_host, bytes, Costs(c != nullptr && c->on_host).map_s);
+  const bool host = c != nullptr && c->on_host;
+  SpendVmm("map", host, bytes, Costs(host).map_s);
   return vmm_.Map(ptr, bytes, offset, handle);
 }
 
@@ -67,7 +70,8 @@ cudaError_t Device::MemUnmap(uintptr_t ptr, size_t bytes) {
   SIMCUDA_RETURN_IF_LOST();
   const Mapping* m = vmm_.FindMapping(ptr);
   const Chunk* c = m != nullptr ? vmm_.FindChunk(m->handle) : nullptr;
-  SpendVmm("unmap", c != nullptr && c->on_host, bytes, Costs(c != nullptr && c->on_host).unmap_s);
+  const bool host = c != nullptr && c->on_host;
+  SpendVmm("unmap", host, bytes, Costs(host).unmap_s);
   uint64_t freed = 0;
   double busy_until = 0;
   SIMCUDA_RETURN_IF_ERROR(vmm_.Unmap(ptr, bytes, &freed, &busy_until));
