@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "include/karma/karma.h"
-#include "mpi_shim/cost_model.h"
+#include "ground/exchange/cost_model.h"
 #include "mpi_shim/memory.h"
-#include "mpi_shim/merge_plan.h"
+#include "ground/exchange/merge_plan.h"
 #include "mpi_shim/mpi_api.h"
 #include "mpi_shim/ordered_allreduce.h"
 #include "mpi_shim/timeline.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mpi_shim/cost_model.h"
+#include "ground/exchange/cost_model.h"
 #include "ground/common/status.h"
 
 namespace karma::dp {

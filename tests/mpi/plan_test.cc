@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "mpi_shim/cost_model.h"
-#include "mpi_shim/merge_plan.h"
+#include "ground/exchange/cost_model.h"
+#include "ground/exchange/merge_plan.h"
 #include "mpi_shim/timeline.h"
 
 namespace karma::dp {

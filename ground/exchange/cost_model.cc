@@ -1,5 +1,5 @@
 // Fitting and parsing the alpha-beta allreduce model.
-#include "mpi_shim/cost_model.h"
+#include "ground/exchange/cost_model.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // MG-WFBP grouping and the schedule of a grouping under the alpha-beta model.
-#include "mpi_shim/merge_plan.h"
+#include "ground/exchange/merge_plan.h"
 
 #include <algorithm>
 

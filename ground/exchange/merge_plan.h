@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "mpi_shim/cost_model.h"
+#include "ground/exchange/cost_model.h"
 
 namespace karma::dp {
 
