@@ -13,6 +13,7 @@
 #include "ground/common/units.h"
 #include "ground/trace/ktrace_io.h"
 #include "tools/karma-trace/commands.h"
+#include "tools/karma-trace/data_parallel_args.h"
 #include "tools/karma-trace/planning_args.h"
 #include "tools/karma-trace/svg.h"
 #include "tools/karma-trace/table.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct PlanArgs {
   PlanningArgs planning;
+  DataParallelArgs data_parallel;
   std::string strategy = "karma";
   std::string svg;
   std::string save;
@@ -54,16 +56,49 @@ struct CopySpan {
   uint32_t buffer;
 };
 
+// The data-parallel pipeline's lanes from `y` down (gradients out, exchange groups, host update, parameters in),
+// each piece in its group's color; returns the y below them.
+template <typename ToX>
+double PipelineLanes(Svg& svg, const policy::DataParallelResult& r, ToX X, double left, double width, double y,
+                     double lane_h, double gap) {
+  const std::pair<const std::vector<policy::PipelineSpan>*, const char*> lanes[] = {
+      {&r.out, "gradients out"}, {&r.exchange, "exchange"}, {&r.update, "host update"}, {&r.in, "parameters in"}};
+  for (const auto& [spans, name] : lanes) {
+    svg.Rect(left, y, width, lane_h, "#f4f4f4");
+    svg.Text(left - 10, y + lane_h / 2 + 4, name, 13, "end", "#222", "bold");
+    for (const policy::PipelineSpan& p : *spans) {
+      const double x0 = X(p.start_s), x1 = X(p.end_s);
+      svg.Rect(x0, y + 3, std::max(x1 - x0, 0.6), lane_h - 6, BlockColor(p.group), 0.85);
+      if (spans == &r.exchange && x1 - x0 > 22) {
+        svg.Text((x0 + x1) / 2, y + lane_h / 2 + 4, fmt::format("G{}", p.group + 1), 11, "middle", "#111", "bold");
+      }
+    }
+    y += lane_h + gap;
+  }
+  // Where the next iteration starts.
+  svg.Line(X(r.iteration_s), y - 4 * (lane_h + gap), X(r.iteration_s), y - gap, "#b22", 1.5, "6,3");
+  return y;
+}
+
 std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, const std::vector<policy::Stage>& stages,
-                    const std::string& model, double ideal_s) {
-  const double W = 1200, H = 640;
+                    const std::string& model, double ideal_s, const policy::DataParallelResult* pipeline = nullptr,
+                    const std::string& pipeline_caption = "") {
+  const double W = 1200, H = pipeline != nullptr ? 860 : 640;
   Svg svg(W, H);
   const policy::SimResult& s = e.sim;
-  const double total_ms = std::max(Ms(s.iteration_s), 1e-6);
+  double end_s = s.iteration_s;
+  if (pipeline != nullptr) {
+    for (const auto* lane : {&pipeline->out, &pipeline->exchange, &pipeline->update, &pipeline->in}) {
+      for (const policy::PipelineSpan& p : *lane) end_s = std::max(end_s, p.end_s);
+    }
+    end_s = std::max(end_s, pipeline->iteration_s);
+  }
+  const double total_ms = std::max(Ms(end_s), 1e-6);
   const double left = 150, width = W - left - 40;
   svg.Text(W / 2, 26,
            fmt::format("{} plan for {} on {}, capacity {}: {:.1f} ms per iteration ({:.2f}x in-core)", e.strategy,
-                       model, policy::ProfileLabel(in.hw), FormatBytes(in.capacity), total_ms, s.iteration_s / ideal_s),
+                       model, policy::ProfileLabel(in.hw), FormatBytes(in.capacity), Ms(s.iteration_s),
+                       s.iteration_s / ideal_s),
            16, "middle", "#111", "bold");
   svg.Text(W / 2, 46,
            fmt::format("compute busy {:.0f}% of the time (occupancy), stall {:.1f} ms, recompute {:.1f} ms, "
@@ -142,10 +177,16 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
     }
   }
 
+  double y_lanes_end = y_d2h + lane_h;
+  if (pipeline != nullptr) {
+    const double y_caption = y_d2h + lane_h + lane_gap + 12;
+    svg.Text(W / 2, y_caption, pipeline_caption + " (dashed: where the next iteration starts)", 12, "middle", "#444");
+    y_lanes_end = PipelineLanes(svg, *pipeline, X, left, width, y_caption + 10, lane_h, lane_gap) - lane_gap;
+  }
   // Memory in use over time, against the capacity.
   const MemoryUnit unit = MemoryUnitFor(std::max(s.peak_bytes, in.capacity));
   const double ymax = std::max(unit.Of(std::max(s.peak_bytes, in.capacity)) * 1.12, 0.01);
-  Axes ax{left, y_d2h + lane_h + 40, width, H - (y_d2h + lane_h + 40) - 80, 0, total_ms, 0, ymax};
+  Axes ax{left, y_lanes_end + 40, width, H - (y_lanes_end + 40) - 80, 0, total_ms, 0, ymax};
   std::vector<std::pair<double, double>> pts;
   for (size_t i = 0; i < s.memory.size(); ++i) {
     const double y = ax.Y(unit.Of(s.memory[i].second));
@@ -160,7 +201,7 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
   svg.Line(ax.left, cy, ax.left + ax.width, cy, "#b22", 1.5, "8,4");
   svg.Text(ax.left + ax.width - 4, cy - 6, "capacity " + FormatBytes(in.capacity), 11, "end", "#b22", "bold");
   // Tick marks of the shared time axis on the lanes too.
-  for (double v : NiceTicks(0, total_ms, 8)) svg.Line(ax.X(v), y_compute, ax.X(v), y_d2h + lane_h, "#ddd", 0.6);
+  for (double v : NiceTicks(0, total_ms, 8)) svg.Line(ax.X(v), y_compute, ax.X(v), y_lanes_end, "#ddd", 0.6);
 
   // Legend.
   double lx = left;
@@ -182,6 +223,9 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
 }
 
 int RunPlan(const PlanArgs& a) {
+  bool bad = false;
+  const std::optional<policy::DataParallelOptions> dp = ResolveDataParallel(a.data_parallel, &bad);
+  if (bad) return kExitUsage;
   auto p = ResolvePlanningInput(a.planning);
   if (!p) return kExitFailure;
   const policy::SimInput& in = p->in;
@@ -202,8 +246,15 @@ int RunPlan(const PlanArgs& a) {
   const std::vector<policy::Stage> stages = policy::BuildStages(in, e.plan, e.sim);
   const std::string notation = policy::StageNotation(stages, a.stages);
   const std::string model = p->it.model.empty() ? a.planning.file : p->it.model;
+  std::optional<policy::DataParallelResult> pipeline;
+  if (dp) pipeline = policy::SimulateDataParallel(in, e.plan, e.sim, *dp);
+  const policy::DataParallelResult* drawn = pipeline && pipeline->feasible ? &*pipeline : nullptr;
   if (!a.svg.empty()) {
-    if (Status st = trace::WriteFileAtomically(a.svg, PlanSvg(in, e, stages, model, ideal_s)); !st.ok()) return Fail(st);
+    const std::string caption = drawn != nullptr ? PipelineCaption(*dp, *drawn) : "";
+    if (Status st = trace::WriteFileAtomically(a.svg, PlanSvg(in, e, stages, model, ideal_s, drawn, caption));
+        !st.ok()) {
+      return Fail(st);
+    }
   }
   if (!a.save.empty()) {
     if (Status st = policy::WritePlanFile(a.save, e.plan); !st.ok()) return Fail(st);
@@ -225,6 +276,11 @@ int RunPlan(const PlanArgs& a) {
       j["blocks"].push_back({{"first_op", b.first_op}, {"last_op", b.last_op}, {"mode", policy::Name(b.mode)}});
     }
     if (karma.ran) j.update(KarmaPlanningJson(karma));
+    if (pipeline) {
+      j["one_rank_iteration_ms"] = j["iteration_ms"];
+      j["data_parallel"] = DataParallelJson(*dp, *pipeline);
+      if (drawn != nullptr) j["iteration_ms"] = Ms(drawn->iteration_s);
+    }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -233,6 +289,7 @@ int RunPlan(const PlanArgs& a) {
   fmt::print("{:.1f} ms per iteration, {:.2f}x in-core ({:.1f} ms); occupancy {:.0f}%\n", Ms(e.sim.iteration_s),
              e.sim.iteration_s / ideal_s, Ms(ideal_s), 100 * e.sim.Occupancy());
   if (!e.plan.note.empty()) fmt::print("{}\n", e.plan.note);
+  if (pipeline) PrintDataParallel(*dp, *pipeline);
   PrintKarmaPlanning(karma);
   fmt::print("\nstages (Fi, Bi: forward, backward of block i; Ri: its recompute; U: optimizer; A||B: B beside A;\n"
              "Siout, Siin: block i's data to, from the host; Pout, Pin: weights, gradients, optimizer state):\n{}\n\n",
@@ -267,6 +324,7 @@ void RegisterPlan(CLI::App& app, Action* selected) {
                              "and device-to-host lanes and the memory in use over the iteration.",
                              selected, [args] { return RunPlan(*args); });
   AddPlanningOptions(sub, &args->planning);
+  AddDataParallelOptions(sub, &args->data_parallel);
   std::vector<std::string> names;
   for (const policy::StrategyInfo& i : policy::AllStrategies()) {
     if (i.has_plan) names.push_back(i.name);

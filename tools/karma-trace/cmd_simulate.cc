@@ -9,6 +9,7 @@
 #include "policy/strategies.h"
 #include "ground/common/units.h"
 #include "tools/karma-trace/commands.h"
+#include "tools/karma-trace/data_parallel_args.h"
 #include "tools/karma-trace/planning_args.h"
 #include "tools/karma-trace/table.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 struct SimulateArgs {
   PlanningArgs planning;
+  DataParallelArgs data_parallel;
   std::string strategy;
   std::string plan_file;
   std::string save_plan;
@@ -94,6 +96,9 @@ int RunSimulate(const SimulateArgs& a) {
     std::fprintf(stderr, "%s: error: give --strategy NAME or --plan FILE (one of them)\n", ProgramName().c_str());
     return kExitUsage;
   }
+  bool bad = false;
+  const std::optional<policy::DataParallelOptions> dp = ResolveDataParallel(a.data_parallel, &bad);
+  if (bad) return kExitUsage;
   auto p = ResolvePlanningInput(a.planning);
   if (!p) return kExitFailure;
   const policy::SimInput& in = p->in;
@@ -114,9 +119,17 @@ int RunSimulate(const SimulateArgs& a) {
   if (!a.save_plan.empty() && !e.plan.strategy.empty()) {
     if (Status st = policy::WritePlanFile(a.save_plan, e.plan); !st.ok()) return Fail(st);
   }
+  std::optional<policy::DataParallelResult> pipeline;
+  if (dp && e.feasible) pipeline = policy::SimulateDataParallel(in, e.plan, e.sim, *dp);
   if (a.json) {
     nlohmann::json j = ResultJson(e, in, ideal_s);
     if (karma.ran) j.update(KarmaPlanningJson(karma));
+    if (pipeline) {
+      // iteration_ms is the pipeline's period; the one rank's iteration stays beside it.
+      j["one_rank_iteration_ms"] = j["iteration_ms"];
+      j["data_parallel"] = DataParallelJson(*dp, *pipeline);
+      if (pipeline->feasible) j["iteration_ms"] = Ms(pipeline->iteration_s);
+    }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -148,6 +161,7 @@ int RunSimulate(const SimulateArgs& a) {
                c.swap_ins, c.discards, c.recomputes, c.recomputed_ops, e.plan.blocks.size());
     if (!e.plan.note.empty()) fmt::print("            {}\n", e.plan.note);
   }
+  if (pipeline) PrintDataParallel(*dp, *pipeline);
   PrintKarmaPlanning(karma);
   if (!a.save_plan.empty()) fmt::print("wrote {}\n", a.save_plan);
   return kExitOk;
@@ -214,6 +228,7 @@ void RegisterSimulate(CLI::App& app, Action* selected) {
                              "it (compute, host-to-device and device-to-host engines), and check the schedule.",
                              selected, [args] { return RunSimulate(*args); });
   AddPlanningOptions(sub, &args->planning);
+  AddDataParallelOptions(sub, &args->data_parallel);
   std::vector<std::string> names;
   for (const policy::StrategyInfo& i : policy::AllStrategies()) names.push_back(i.name);
   sub->add_option("--strategy", args->strategy, "one of: " + policy::StrategyNames())->check(CLI::IsMember(names));
