@@ -27,24 +27,34 @@ bool Sync(const CudaApi& api, cudaStream_t s, LastErrorScope& errors) {
 }  // namespace
 
 Executor::Executor(const CudaApi& api, live::Stats* stats)
-    : api_(api), stats_(stats), meter_(api), moves_(api) {}
+    : api_(api), stats_(stats), meter_(api), managed_(std::make_unique<ManagedResidency>(api, stats)),
+      residency_(managed_.get()) {}
 
 Executor::~Executor() = default;  // streams and events belong to the process's CUDA context, released with it
 
 void Executor::SetResidency(::karma::rt::Residency* residency) {
-  residency_ = residency;
-  page_ = residency != nullptr ? residency->granularity() : kResidencyPage;
-  if (residency != nullptr) SetMoveThreads(false);
+  owned_ = residency != nullptr;
+  residency_ = owned_ ? residency : managed_.get();
+  page_ = residency_->granularity();
+  if (owned_) SetMoveThreads(false);
 }
+
+void Executor::SetStats(live::Stats* stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = stats;
+  managed_->SetStats(stats);
+}
+
+void Executor::SetBatchMoves(bool on) { managed_->SetBatch(on); }
 
 void Executor::SetMoveThreads(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
-  moves_.SetThreads(on);
+  managed_->SetThreads(on);
 }
 
 void Executor::AbandonAfterFork() {
   // Not under mu_: a thread of the parent may have held it at the fork.
-  moves_.AbandonAfterFork();
+  managed_->AbandonAfterFork();
 }
 
 std::string Executor::program_summary() const {
@@ -54,7 +64,7 @@ std::string Executor::program_summary() const {
 }
 
 std::string Executor::CallsLine() const {
-  return moves_.CallsLine(stats_->replayed_iterations.load(std::memory_order_relaxed));
+  return managed_->CallsLine(stats_->replayed_iterations.load(std::memory_order_relaxed));
 }
 
 std::vector<bool> Executor::rejected_ops() const {
@@ -73,7 +83,7 @@ void Executor::Install(std::shared_ptr<const ReplayProgram> program, uint64_t ba
   pending_ = std::move(program);
   // UINT64_MAX: from the next marker on (OnMarker sets the base); a running program goes on until then.
   if (base != UINT64_MAX || prog_ == nullptr) base_ = base;
-  moves_.SetDevice(device);
+  managed_->SetDevice(device);
   stats_->measures_stalls.store(1, std::memory_order_relaxed);
   armed_.store(true, std::memory_order_relaxed);
 }
@@ -87,32 +97,10 @@ void Executor::Uninstall() {
   recomputes_.Forget();
 }
 
-bool Executor::EnsureStreamsLocked() {
-  if (in_ != nullptr) return true;
-  if (streams_failed_ || api_.cudaStreamCreateWithFlags == nullptr) return false;
-  LastErrorScope errors(api_);
-  // Non-blocking: the legacy default stream must not wait for KARMA's copies, only where the plan says.
-  if (api_.cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking) != cudaSuccess ||
-      api_.cudaStreamCreateWithFlags(&out_, cudaStreamNonBlocking) != cudaSuccess ||
-      api_.cudaStreamCreateWithFlags(&aux_, cudaStreamNonBlocking) != cudaSuccess) {
-    errors.Failed();
-    streams_failed_ = true;
-    in_ = out_ = aux_ = nullptr;
-    KARMA_LOG(kWarn, "replay disabled, running as um: KARMA's streams could not be created");
-    return false;
-  }
-  return true;
-}
-
 cudaEvent_t Executor::RecordLocked(StreamKey stream) {
   cudaEvent_t e = EventLocked();
   if (e == nullptr || api_.cudaEventRecord(e, StreamOf(stream)) != cudaSuccess) return nullptr;
   return e;
-}
-
-bool Executor::OrderLocked(StreamKey first, cudaStream_t then) {
-  cudaEvent_t e = RecordLocked(first);
-  return e != nullptr && api_.cudaStreamWaitEvent(then, e, 0) == cudaSuccess;
 }
 
 Executor::Residency Executor::steady_residency() const {
@@ -132,7 +120,7 @@ Executor::LinkRates Executor::link_rates() const {
 
 void Executor::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
-  moves_.Drain();  // every event a mover job records is recorded
+  managed_->Finish();  // every event a mover job records is recorded
   meter_.Flush(*stats_);
 }
 
@@ -141,9 +129,9 @@ void Executor::StartIterationLocked(uint64_t n) {
   if (!EndIterationLocked(&ended)) return;
   if (pending_ != nullptr) StartProgramLocked();
   diverged_ = false;
-  running_ = prog_ != nullptr && EnsureStreamsLocked();
+  running_ = prog_ != nullptr && (owned_ || managed_->EnsureStreams());
   // Events of the iteration before the last are measured and recycled: the mover jobs recording them have run.
-  moves_.StartIteration();
+  managed_->StartIteration();
   meter_.NextIteration(*stats_);
   if (!running_) return;
   const ReplayProgram& p = *prog_;
@@ -154,7 +142,7 @@ void Executor::StartIterationLocked(uint64_t n) {
   recomputes_.StartIteration(p);
   allocations_.Track(p, IterationIndex(n, base_, p.period));
   cudaEvent_t start = RecordLocked(p.stream[0]);
-  meter_.StartReplayedIteration(start, ended, p, residency_);
+  meter_.StartReplayedIteration(start, ended, p, OwnedLocked());
   IssueLocked(0, p.stream[0]);
 }
 
@@ -235,7 +223,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (prefetched_[a] == nullptr) IssueDeferredLocked(a);  // needed now: room or not
       cudaEvent_t done = prefetched_[a];
       if (done == nullptr) continue;
-      ReadyLocked(done);
+      residency_->Recorded(done);
       LastErrorScope errors(api_);
       if (api_.cudaEventQuery(done) == cudaSuccess) {
         stats_->prefetch_hits.fetch_add(1, std::memory_order_relaxed);
@@ -246,7 +234,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
       meter_.Stall(waiting, done);
     }
-    meter_.SampleAtPeak(pos, prog_.get(), residency_);
+    meter_.SampleAtPeak(pos, prog_.get(), OwnedLocked());
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back
@@ -257,7 +245,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       size_t free = 0, total = 0;
       if (RealMemGetInfo(api_, &free, &total)) {
         // The copy path's pool stays full: what it holds of live values.
-        const uint64_t held = residency_ != nullptr ? residency_->live_bytes() : total - free;
+        const uint64_t held = owned_ ? residency_->live_bytes() : total - free;
         KARMA_LOG(kDebug, "op {}: {:.1f} MiB on the device, {:.1f} MiB planned", pos,
                   static_cast<double>(held) / (1 << 20),
                   static_cast<double>(prog.planned_bytes[pos]) / (1 << 20));
@@ -310,19 +298,6 @@ bool Executor::MoveRangeLocked(trace::BufferId b, Range* r) const {
 
 bool Executor::Movable(trace::BufferId b) const { return rt::Movable(prog_->buffers[b].origin); }
 
-void Executor::PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s) {
-  if (ranges.empty()) return;
-  if (residency_ != nullptr) {
-    // Device memory for what the launches write; they wait for it (writes to a page being remapped would be lost).
-    // Made as soon as the residency can: nothing queued before the launches uses these pages (the targets were
-    // discarded, a scratch slot's last value is dead once its drop's event passes, and the residency waits for
-    // that), so the remaps need not wait for the stream to get here.
-    MakeForLocked(ranges, s);
-    return;
-  }
-  if (!moves_.DiscardAndPrefetch(*stats_, ranges, s)) moves_.Prefetch(*stats_, ranges, s, true);
-}
-
 uint64_t Executor::ScratchBytes(trace::BufferId b) const { return AlignUp(prog_->buffers[b].bytes, page_); }
 
 std::vector<Executor::Range> Executor::ScratchOf(
@@ -343,79 +318,53 @@ Executor::Range Executor::OwnedPages(const Range& r) const {
   return owned;
 }
 
-std::vector<ResidencyTicket> Executor::PostMovesLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
-                                                       const std::vector<Range>& ranges) {
-  std::vector<ResidencyTicket> last;
-  auto post = [&](ResidencyMove k, const Range& pages) {
-    if (pages.bytes == 0) return;
-    const ResidencyRange rr{pages.addr, pages.bytes, pages.data};
-    ResidencyTicket t;
-    switch (k) {
-      case ResidencyMove::kEvict: t = residency_->Evict(rr, waits); break;
-      case ResidencyMove::kFetch: t = residency_->Fetch(rr, waits); break;
-      case ResidencyMove::kDrop: t = residency_->Drop(rr, waits, /*held=*/false); break;
-      case ResidencyMove::kDiscard: t = residency_->Drop(rr, waits, /*held=*/true); break;
-      case ResidencyMove::kMake: t = residency_->Make(rr, waits); break;
-    }
-    if (t.seq == 0) return;  // done in place
-    auto same = std::find_if(last.begin(), last.end(), [&](const ResidencyTicket& x) { return x.lane == t.lane; });
-    if (same != last.end()) *same = t; else last.push_back(t);
-  };
-  // Only pages the range owns move: a page it shares holds a neighbour's bytes, which work may be using while a
-  // remap would change what the page's addresses reach.
-  for (const Range& r : ranges) post(kind, OwnedPages(r));
-  return last;
+std::vector<ResidencyRange> Executor::PagesLocked(const std::vector<Range>& ranges) const {
+  if (!owned_) return ranges;  // managed memory moves pages a range touches; a discard frees only those it covers
+  // Only pages a range owns move on the copy path: a page it shares holds a neighbour's bytes, which work may be
+  // using while a remap would change what the page's addresses reach.
+  std::vector<ResidencyRange> pages;
+  for (const Range& r : ranges) {
+    const Range owned = OwnedPages(r);
+    if (owned.bytes != 0) pages.push_back(owned);
+  }
+  return pages;
 }
 
 void Executor::MakeForLocked(const std::vector<Range>& ranges, cudaStream_t s) {
+  if (ranges.empty()) return;
   LastErrorScope errors(api_);
-  for (const ResidencyTicket& t : PostMovesLocked(ResidencyMove::kMake, {}, ranges)) {
-    if (!residency_->WaitOn(t, s).ok()) errors.Failed();
-  }
+  const ResidencyTicket t = residency_->Make(PagesLocked(ranges), {}, s);
+  if (!residency_->WaitOn(t, s).ok()) errors.Failed();
 }
 
-cudaEvent_t Executor::ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
-                                          const std::vector<Range>& ranges) {
-  // The last move of each lane: an event after all of them.
-  const std::vector<ResidencyTicket> last = PostMovesLocked(kind, waits, ranges);
-  if (last.empty()) return nullptr;
-  cudaEvent_t done = EventLocked();
-  if (done == nullptr) return nullptr;
-  if (last.size() == 1) return residency_->RecordDone(last[0], done).ok() ? done : nullptr;
-  // Several lanes: an event per lane, waited for on the executor's auxiliary stream, then `done` there.
-  LastErrorScope errors(api_);
-  if (!EnsureStreamsLocked()) return nullptr;
-  for (const ResidencyTicket& t : last) {
-    cudaEvent_t e = EventLocked();
-    if (e == nullptr || !residency_->RecordDone(t, e).ok() || api_.cudaStreamWaitEvent(aux_, e, 0) != cudaSuccess) {
-      errors.Failed();
-    }
-  }
-  if (api_.cudaEventRecord(done, aux_) != cudaSuccess) errors.Failed();
-  return done;
+void Executor::DropLocked(cudaEvent_t after, const std::vector<Range>& ranges, bool held, cudaStream_t user) {
+  if (ranges.empty()) return;
+  const cudaEvent_t waits[] = {after};
+  residency_->Drop(PagesLocked(ranges), waits, held, user);
 }
 
-cudaEvent_t Executor::MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
+cudaEvent_t Executor::MoveLocked(const std::vector<cudaEvent_t>& waits, const std::vector<Range>& ranges,
                                  bool to_device) {
   uint64_t bytes = 0;
   for (const Range& r : ranges) bytes += r.bytes;
   (to_device ? stats_->prefetched_bytes : stats_->evicted_bytes).fetch_add(bytes, std::memory_order_relaxed);
-  if (residency_ != nullptr) {
-    return ResidencyMoveLocked(to_device ? ResidencyMove::kFetch : ResidencyMove::kEvict, waits, ranges);
-  }
-  cudaEvent_t done = EventLocked();
-  // Timed from when the stream starts the move (after its waits and the moves before it) to its completion.
-  cudaEvent_t started = meter_.link().timing() && done != nullptr ? EventLocked() : nullptr;
-  if (started != nullptr) meter_.link().Add({started, done, bytes, to_device});
-  moves_.Move(*stats_, s == in_ ? 0 : 1, s, waits, std::move(ranges), to_device, done, started);
-  return done;
+  MoveEvents events{EventLocked(), nullptr};
+  if (events.done == nullptr) return nullptr;
+  // Managed moves are timed from when the stream starts them (after their waits and the moves before them) to
+  // their completion: the host link's rates (LinkMeter).
+  if (!owned_ && meter_.link().timing()) events.started = EventLocked();
+  if (events.started != nullptr) meter_.link().Add({events.started, events.done, bytes, to_device});
+  const std::vector<ResidencyRange> pages = PagesLocked(ranges);
+  const ResidencyTicket t =
+      to_device ? residency_->Fetch(pages, waits, events) : residency_->Evict(pages, waits, events);
+  return t.seq != 0 ? events.done : nullptr;  // no seq: nothing was to be moved
 }
 
 void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   const std::vector<ReplayProgram::Item>& items = p.after[k];
   if (items.empty()) return;
-  meter_.SampleAt(k, prog_.get(), residency_);  // the op about to run is op k (k = period: the iteration's end)
+  meter_.SampleAt(k, prog_.get(), OwnedLocked());  // the op about to run is op k (k = period: the iteration's end)
   LastErrorScope errors(api_);
   cudaEvent_t anchor = RecordLocked(stream);
   if (anchor == nullptr) {
@@ -454,24 +403,16 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
     }
   }
   if (!out.empty()) {
-    cudaEvent_t done = MoveLocked(out_, {anchor}, std::move(out), false);
+    cudaEvent_t done = MoveLocked({anchor}, out, false);
     for (trace::BufferId b : out_ids) {
       evicted_[b] = done;
       away_[b] = 1;
     }
   }
-  if (!drop.empty() && residency_ != nullptr) {
-    // Later uses of the pages come after the drop by the residency's order of moves (a make, a fetch).
-    ResidencyMoveLocked(ResidencyMove::kDiscard, {anchor}, drop);
-    for (size_t i = 0; i < drop.size(); ++i) {
-      away_[drop_ids[i]] = 1;
-      stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
-    }
-  } else if (!drop.empty() && api_.cudaMemDiscardBatchAsync != nullptr) {
-    if (api_.cudaStreamWaitEvent(aux_, anchor, 0) != cudaSuccess) errors.Failed();
-    moves_.Discard(*stats_, drop, aux_);
-    // Nothing later on the application's stream may run before the discard has happened.
-    if (!OrderLocked(KeyOf(aux_), StreamOf(stream))) errors.Failed();
+  if (!drop.empty()) {
+    // Later uses of the pages come after the drop: by the copy residency's order of moves (a make, a fetch), and
+    // on the application's stream for managed memory.
+    DropLocked(anchor, drop, /*held=*/true, StreamOf(stream));
     for (size_t i = 0; i < drop.size(); ++i) {
       away_[drop_ids[i]] = 1;
       stats_->discarded_bytes.fetch_add(drop[i].bytes, std::memory_order_relaxed);
@@ -527,7 +468,7 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
         for (trace::BufferId b : in_ids) {
           if (evicted_[b] != nullptr) waits.push_back(evicted_[b]);
         }
-        cudaEvent_t done = MoveLocked(in_, waits, std::move(in), true);
+        cudaEvent_t done = MoveLocked(waits, in, true);
         for (trace::BufferId b : in_ids) away_[b] = 0;
         for (size_t i = first; i < end; ++i) {
           if (Has(in_ids, items[i]->buffer)) prefetched_[items[i]->action] = done;
@@ -585,18 +526,10 @@ std::string Executor::PlaceLocked(const ReplayProgram::Recompute& rc,
     offset_of[g] = slot->offset;
   }
   if (scratch_.bytes < scratch_needed) {
-    void* s = nullptr;
-    LastErrorScope errors(api_);
-    if (residency_ != nullptr) {
-      auto reserved = residency_->Reserve(AlignUp(scratch_needed, page_), /*on_device=*/false);  // made when used
-      if (!reserved.ok()) return "no scratch memory: " + reserved.status().message();
-      s = reinterpret_cast<void*>(*reserved);
-    } else if (api_.cudaMallocManaged == nullptr ||
-               api_.cudaMallocManaged(&s, scratch_needed, cudaMemAttachGlobal) != cudaSuccess) {
-      errors.Failed();
-      return "no scratch memory";
-    }
-    scratch_ = {reinterpret_cast<uint64_t>(s), scratch_needed};  // the smaller one is kept: never freed
+    // The copy path makes the scratch's pages when the recompute uses them; managed memory pages it in.
+    auto reserved = residency_->Reserve(owned_ ? AlignUp(scratch_needed, page_) : scratch_needed, /*on_device=*/false);
+    if (!reserved.ok()) return "no scratch memory: " + reserved.status().message();
+    scratch_ = {*reserved, scratch_needed};  // the smaller one is kept: never freed
   }
   for (size_t g = 0; g < gone.size(); ++g) redirected->push_back({gone[g], scratch_.addr + offset_of[g]});
   return {};
@@ -610,7 +543,7 @@ bool Executor::RelaunchLocked(const ReplayProgram::Recompute& rc,
     const trace::OpId op = rc.ops[i];
     const Relaunch& launch = recomputes_.launch(op);
     if (launch == nullptr) return false;
-    if (populate != nullptr) PopulateLocked((*populate)[i], stream);
+    if (populate != nullptr) MakeForLocked((*populate)[i], stream);
     AddressMap map;
     for (trace::BufferId b : p.uses[op]) {
       const ReplayBuffer& rb = p.buffers[b];
@@ -675,15 +608,11 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
   if (redirected.empty()) return;
   // The scratch outputs are dead once the launches have run.
   const std::vector<Range> scratch = ScratchOf(redirected);
-  if (residency_ != nullptr) {
-    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
-  } else if (api_.cudaMemDiscardBatchAsync != nullptr) {
-    LastErrorScope errors(api_);
-    if (!OrderLocked(stream, aux_)) {
-      errors.Failed();
-    } else if (moves_.Discard(*stats_, scratch, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(stream))) {
-      errors.Failed();
-    }
+  LastErrorScope errors(api_);
+  if (cudaEvent_t ran = RecordLocked(stream)) {
+    DropLocked(ran, scratch, /*held=*/false, StreamOf(stream));
+  } else {
+    errors.Failed();
   }
 }
 
@@ -707,7 +636,7 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
     return;
   }
   // On the copy path a page being evicted is remapped once its copy is done: the check's writes must come after.
-  if (residency_ != nullptr) {
+  if (owned_) {
     for (trace::BufferId b : rc.used) {
       if (evicted_[b] != nullptr && api_.cudaEventSynchronize(evicted_[b]) != cudaSuccess) errors.Failed();
     }
@@ -725,11 +654,11 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   // When a write fails the buffers are restored below.
   const bool poisoned = PoisonLocked(rc, before, s, errors, &poison) && Sync(api_, s, errors);
   // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
-  const std::vector<Range> scratch = residency_ != nullptr ? ScratchOf(redirected) : std::vector<Range>{};
-  if (poisoned) PopulateLocked(scratch, s);
+  const std::vector<Range> scratch = owned_ ? ScratchOf(redirected) : std::vector<Range>{};
+  if (poisoned) MakeForLocked(scratch, s);
   const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && Sync(api_, s, errors);
   if (!scratch.empty()) {
-    if (cudaEvent_t ran = RecordLocked(stream)) ResidencyMoveLocked(ResidencyMove::kDrop, {ran}, scratch);
+    if (cudaEvent_t ran = RecordLocked(stream)) DropLocked(ran, scratch, /*held=*/false, s);
   }
   if (launched && SameLocked(before, s, errors)) {
     recomputes_.Accept(*prog_, r);
@@ -829,10 +758,10 @@ void Executor::OnAllocation(uint64_t addr, uint64_t size, uint64_t next_op, Stre
   std::lock_guard<std::mutex> lock(mu_);
   const ReplayProgram* p = prog_ != nullptr ? prog_.get() : pending_.get();
   if (p == nullptr || next_op < base_) return;
-  if (running_ && arena_block && !idle_ && residency_ == nullptr && api_.cudaMemPrefetchAsync != nullptr) {
+  if (running_ && arena_block && !idle_ && !owned_ && api_.cudaMemPrefetchAsync != nullptr) {
     // Freed blocks were discarded; a block's first touch would fault each page in. Populating them now costs no
     // transfer and spares the op that writes the tensor the faults.
-    moves_.PopulateAllocation(*stats_, addr, size, stream);
+    managed_->PopulateAllocation(addr, size, StreamOf(stream == kSyncStream ? 0 : stream));
   }
   allocations_.Track(*p, IterationIndex(next_op, base_, p->period));
   allocations_.Add(*p, addr, size);
@@ -846,18 +775,19 @@ void Executor::OnFree(uint64_t addr, uint64_t span, StreamKey stream, bool arena
   // A small block shares its slab page with others: the caller names the slab pages it leaves without a live
   // block (`slab_pages`); discarding only part of a page would poison neighbours' bytes.
   try {
-    if (residency_ != nullptr) return;  // ResidencyOnFree
+    if (owned_) return;  // ResidencyOnFree
     std::vector<Range> drop;
     if (arena_block && span >= kLargePage && span % kLargePage == 0) drop.push_back({addr, span});
     for (const auto& [page, bytes] : slab_pages) drop.push_back({page, bytes});
-    if (drop.empty() || idle_ || !EnsureStreamsLocked() || api_.cudaMemDiscardBatchAsync == nullptr) return;
+    if (drop.empty() || idle_ || api_.cudaMemDiscardBatchAsync == nullptr) return;
     LastErrorScope errors(api_);
     const StreamKey key = stream == kSyncStream ? 0 : stream;
-    if (!OrderLocked(key, aux_)) {
+    // Dead once the freeing stream gets here; nothing it runs later may come before the discard.
+    if (cudaEvent_t freed = RecordLocked(key)) {
+      DropLocked(freed, drop, /*held=*/false, StreamOf(key));
+    } else {
       errors.Failed();
-      return;
     }
-    if (moves_.Discard(*stats_, drop, aux_) && !OrderLocked(KeyOf(aux_), StreamOf(key))) errors.Failed();
   } catch (...) {
     // Out of memory in bookkeeping: the pages stay on the device until reused, as without a plan.
   }
@@ -881,12 +811,13 @@ void Executor::ResidencyOnFree(uint64_t addr, uint64_t span, StreamKey stream,
   for (const auto& [page, bytes] : empty_slabs) dead.push_back({page, bytes});
   if (dead.empty()) return;
   LastErrorScope errors(api_);
-  cudaEvent_t freed = RecordLocked(stream == kSyncStream ? 0 : stream);
+  const StreamKey key = stream == kSyncStream ? 0 : stream;
+  cudaEvent_t freed = RecordLocked(key);
   if (freed == nullptr) {
     errors.Failed();
     return;
   }
-  ResidencyMoveLocked(ResidencyMove::kDrop, {freed}, dead);
+  DropLocked(freed, dead, /*held=*/false, StreamOf(key));
 }
 
 void Executor::OnMarker(uint64_t next_op) {

@@ -17,10 +17,10 @@
 #include "runtime/base/cuda_api.h"
 #include "runtime/observe/ops.h"
 #include "runtime/replay/iteration_allocations.h"
-#include "runtime/replay/managed_moves.h"
 #include "runtime/replay/meter.h"
 #include "runtime/replay/recompute_state.h"
 #include "runtime/replay/replay_program.h"
+#include "runtime/residency/managed_residency.h"
 #include "runtime/residency/residency.h"
 
 namespace karma::rt {
@@ -50,11 +50,12 @@ namespace karma::rt {
 // Measurements (the exit summary and the live view): bytes moved, recomputed launches, "faults" — reads of a
 // buffer the executor had moved off the device and not brought back, which demand paging serves — prefetch
 // hits (complete when needed) and misses; stalls, iteration times, the host link and device residency come from
-// ReplayMeter (meter.h), the time the managed-memory calls hold their threads from ManagedMoves
-// (managed_moves.h).
+// ReplayMeter (meter.h), the time the managed-memory calls hold their threads from ManagedResidency
+// (runtime/residency/managed_residency.h).
 //
 // Locking: mu_ guards the executor's state. Functions named *Locked run under it, and so do the functions of the
-// objects the executor keeps its parts in (meter_, moves_, allocations_, recomputes_), but those that say otherwise.
+// objects the executor keeps its parts in (meter_, the residency, allocations_, recomputes_), but those that say
+// otherwise.
 class Executor {
  public:
   static constexpr uint32_t kNoPosition = UINT32_MAX;
@@ -63,19 +64,20 @@ class Executor {
   ~Executor();
   // Prefetches and evictions that leave together go in one batched call (default), or one call per range
   // (KARMA_BATCH_MOVES=0).
-  void SetBatchMoves(bool on) { moves_.SetBatch(on); }
+  void SetBatchMoves(bool on);
   // Prefetches and evictions are issued from two threads of the executor's own (one per direction) instead of
   // inside the application's launch (KARMA_MOVE_THREADS=1): on an H100 a batched move blocked its caller for the
   // transfer. Set before the first program is installed.
   void SetMoveThreads(bool on);
-  // The plan's moves go through `residency` (the copy path) instead of managed-memory calls: evictions, fetches,
-  // drops of dead values and device memory for recompute targets and new allocations, each after the events the
-  // managed path orders its calls by. Set before the first program is installed; no mover threads then.
+  // The plan's moves (evictions, fetches, drops of dead values, device memory for recompute targets and new
+  // allocations) go through a residency (runtime/residency/residency.h): the executor's own ManagedResidency, or
+  // `residency` (the copy path, which owns the device memory) once set. Set before the first program is installed;
+  // no mover threads on the copy path.
   void SetResidency(::karma::rt::Residency* residency);
   // After fork() in the child: the mover threads do not exist there.
   void AbandonAfterFork();
   // Where the statistics go (the live view's segment once it exists).
-  void SetStats(live::Stats* stats) { stats_ = stats; }
+  void SetStats(live::Stats* stats);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -139,7 +141,7 @@ class Executor {
   std::string program_summary() const;
 
  private:
-  using Range = AddressRange;
+  using Range = ResidencyRange;
   // The whole residency pages inside `r` (empty when it owns none): only those move without taking a neighbour's
   // bytes along.
   Range OwnedPages(const Range& r) const;
@@ -147,24 +149,22 @@ class Executor {
   uint64_t ScratchBytes(trace::BufferId b) const;
   // The scratch slots of a recompute's redirected outputs, in whole pages.
   std::vector<Range> ScratchOf(const std::vector<std::pair<trace::BufferId, uint64_t>>& redirected) const;
-  // The copy path: `kind`'s move of each range after `waits`; an event of the executor's that completes with them.
-  enum class ResidencyMove : uint8_t { kEvict, kFetch, kDrop, kDiscard, kMake };  // kDiscard: a held drop
-  cudaEvent_t ResidencyMoveLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
-                                  const std::vector<Range>& ranges);
-  // The moves posted, the last of each lane (none where every range was done in place).
-  std::vector<ResidencyTicket> PostMovesLocked(ResidencyMove kind, const std::vector<cudaEvent_t>& waits,
-                                               const std::vector<Range>& ranges);
-  // Device memory for `ranges`, made at once (the residency orders each page's make after the last use of its old
-  // value): stream `s` waits for it, on the residency's flags.
+  // The pages of `ranges` a residency moves: as they are for managed memory, only whole pages a range owns on the
+  // copy path.
+  std::vector<ResidencyRange> PagesLocked(const std::vector<Range>& ranges) const;
+  // Device memory for `ranges` before work on stream `s` writes them: the copy path makes them at once (the
+  // residency orders each page's make after the last use of its old value) and `s` waits for it; managed memory
+  // populates them in `s`'s order, without a transfer (ManagedResidency::Make).
   void MakeForLocked(const std::vector<Range>& ranges, cudaStream_t s);
-
-  bool EnsureStreamsLocked();
+  // The values in `ranges` are dead once `after` has completed (`held`: to be rebuilt); `user` may use the pages
+  // again later.
+  void DropLocked(cudaEvent_t after, const std::vector<Range>& ranges, bool held, cudaStream_t user);
+  // The residency the meter samples device bytes from: the copy path's (it owns the device memory), else none
+  // (cudaMemGetInfo).
+  const ::karma::rt::Residency* OwnedLocked() const { return owned_ ? residency_ : nullptr; }
   // An event of the meter's pool.
   cudaEvent_t EventLocked() { return meter_.Event(); }
   cudaEvent_t RecordLocked(StreamKey stream);
-  // Work given to `then` from now on runs after everything given to `first` so far (an event recorded on `first`,
-  // waited for by `then`); false when either call failed.
-  bool OrderLocked(StreamKey first, cudaStream_t then);
   // At op number n, position 0 of an iteration: ends the last iteration, starts a pending program, and issues what
   // the plan issues at the start.
   void StartIterationLocked(uint64_t n);
@@ -191,18 +191,10 @@ class Executor {
   // Issues deferred prefetch batches in order while their room is there, and up to the one holding
   // `needed_action` (a swap-in an op is about to wait for) regardless.
   void IssueDeferredLocked(uint32_t needed_action);
-  // Prefetches `ranges` to the device (or evicts them to the host) on `s` after `waits`, counts their bytes as
-  // prefetched (evicted), and returns an event recorded after them: through the residency on the copy path, else
-  // managed-memory calls (ManagedMoves::Move: the event is recorded once a mover job has run, ReadyLocked).
-  cudaEvent_t MoveLocked(cudaStream_t s, const std::vector<cudaEvent_t>& waits, std::vector<Range> ranges,
-                         bool to_device);
-  // Before this thread uses an event a mover job records: waits until the job has run.
-  void ReadyLocked(cudaEvent_t e) { moves_.Ready(*stats_, e); }
-  // Pages whose values are dead (a recompute's discarded targets, its scratch) made resident on the device without
-  // a transfer, with one discard-and-prefetch call: on an H100 the kernels writing discarded pages after a batched
-  // prefetch of them ran 178x slower than on resident pages, after the combined call at full speed
-  // (docs/gpu-results.md, tests/gpu/um_costs.cu).
-  void PopulateLocked(const std::vector<Range>& ranges, cudaStream_t s);
+  // Fetches `ranges` to the device (or evicts them to the host) after `waits`, counts their bytes as prefetched
+  // (evicted), and returns an event recorded after them (null: nothing was moved). Before this thread uses the
+  // event, Residency::Recorded (a managed move may be issued by a mover thread).
+  cudaEvent_t MoveLocked(const std::vector<cudaEvent_t>& waits, const std::vector<Range>& ranges, bool to_device);
   void RunRecomputeLocked(uint32_t r, StreamKey stream);
   // Where a recompute's buffers are: scratch for outputs the application has freed (`redirected`, each with its
   // scratch address). Empty when they are placed, else why not (an input is gone).
@@ -251,8 +243,6 @@ class Executor {
   bool idle_ = false;                             // prog_ moves nothing (ReplayProgram::Idle)
   uint64_t base_ = 0;
   uint64_t marks_ = 0;  // explicit iteration markers seen (OnMarker)
-  cudaStream_t in_ = nullptr, out_ = nullptr, aux_ = nullptr;
-  bool streams_failed_ = false;
 
   // This iteration.
   bool running_ = false;  // a program runs in this iteration (not diverged)
@@ -272,10 +262,11 @@ class Executor {
 
   RecomputeState recomputes_;
   Range scratch_;  // for redirected recompute outputs, never freed (cudaFree syncs)
-  ::karma::rt::Residency* residency_ = nullptr;  // the copy path (SetResidency); null: managed memory
-  uint64_t page_ = kResidencyPage;  // what moves at a time: the residency's granule on the copy path
   ReplayMeter meter_;
-  ManagedMoves moves_;
+  std::unique_ptr<ManagedResidency> managed_;  // the managed path's calls and mover threads
+  ::karma::rt::Residency* residency_;          // managed_, or the copy path's (SetResidency)
+  bool owned_ = false;                          // residency_ is the copy path's: it owns the device memory
+  uint64_t page_ = kResidencyPage;              // what moves at a time: the residency's granule
 };
 
 }  // namespace karma::rt

@@ -326,22 +326,52 @@ void CopyResidency::Release(uint64_t addr) {
   reservations_.erase(it);
 }
 
-ResidencyTicket CopyResidency::Evict(ResidencyRange r, std::span<const cudaEvent_t> after) {
-  return Post(Kind::kEvict, r, after);
+ResidencyTicket CopyResidency::One(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
+  switch (kind) {
+    case Kind::kEvict: break;
+    case Kind::kFetch:
+      if (Resident(r)) return {kIn, 0};  // on the device already, nothing in flight: nothing to do
+      break;
+    case Kind::kDrop:
+      // A dead value keeps its chunk until someone needs it: an allocation placed there, or the make before a
+      // recompute, then revives it in place without a remap. A held value's chunk is taken before a freed one's.
+      if (DropOrReviveInPlace(Kind::kDrop, r, after, held)) return {kDead, 0};
+      break;
+    case Kind::kMake:
+      if (DropOrReviveInPlace(Kind::kMake, r, after)) return {kNew, 0};
+      break;
+  }
+  return Post(kind, r, after);
 }
-ResidencyTicket CopyResidency::Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) {
-  if (Resident(r)) return {kIn, 0};  // on the device already, nothing in flight: nothing to do
-  return Post(Kind::kFetch, r, after);
+
+ResidencyTicket CopyResidency::Each(Kind kind, std::span<const ResidencyRange> rs, std::span<const cudaEvent_t> after,
+                                    bool held, const MoveEvents& events) {
+  ResidencyTicket last;
+  for (const ResidencyRange& r : rs) {
+    if (r.bytes == 0) continue;
+    const ResidencyTicket t = One(kind, r, after, held);
+    if (t.seq != 0) last = t;
+  }
+  // The moves of one kind run in one lane, in order: the last one's completion is all of theirs.
+  if (last.seq != 0 && events.done != nullptr && !RecordDone(last, events.done).ok()) return {last.lane, 0};
+  return last;
 }
-ResidencyTicket CopyResidency::Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
-  // A dead value keeps its chunk until someone needs it: an allocation placed there, or the make before a
-  // recompute, then revives it in place without a remap. A held value's chunk is taken before a freed one's.
-  if (DropOrReviveInPlace(Kind::kDrop, r, after, held)) return {kDead, 0};
-  return Post(Kind::kDrop, r, after);
+
+ResidencyTicket CopyResidency::Evict(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                                     const MoveEvents& events) {
+  return Each(Kind::kEvict, r, after, false, events);
 }
-ResidencyTicket CopyResidency::Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
-  if (DropOrReviveInPlace(Kind::kMake, r, after)) return {kNew, 0};
-  return Post(Kind::kMake, r, after);
+ResidencyTicket CopyResidency::Fetch(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                                     const MoveEvents& events) {
+  return Each(Kind::kFetch, r, after, false, events);
+}
+ResidencyTicket CopyResidency::Drop(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after, bool held,
+                                    std::optional<cudaStream_t> /*user: later moves of the range come after it*/) {
+  return Each(Kind::kDrop, r, after, held, {});
+}
+ResidencyTicket CopyResidency::Make(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                                    std::optional<cudaStream_t> /*user: waits for the ticket*/) {
+  return Each(Kind::kMake, r, after, false, {});
 }
 
 bool CopyResidency::DropOrReviveInPlace(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after,

@@ -77,10 +77,18 @@ class CopyResidency final : public Residency {
   uint64_t granularity() const override { return granularity_; }
   Result<uint64_t> Reserve(uint64_t bytes, bool on_device = true) override;
   void Release(uint64_t addr) override;
-  ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) override;
-  ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) override;
-  ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) override;
-  ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) override;
+  using Residency::Drop;
+  using Residency::Evict;
+  using Residency::Fetch;
+  using Residency::Make;
+  ResidencyTicket Evict(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                        const MoveEvents& events) override;
+  ResidencyTicket Fetch(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                        const MoveEvents& events) override;
+  ResidencyTicket Drop(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after, bool held,
+                       std::optional<cudaStream_t> user) override;
+  ResidencyTicket Make(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                       std::optional<cudaStream_t> user) override;
   Status WaitOn(ResidencyTicket t, cudaStream_t stream) override;
   Status RecordDone(ResidencyTicket t, cudaEvent_t event) override;
   bool Resident(ResidencyRange r) const override;
@@ -121,6 +129,10 @@ class CopyResidency final : public Residency {
 
  private:
   enum class Kind : uint8_t { kEvict, kFetch, kDrop, kMake };
+  // One range's move; Each posts them all and returns the last ticket, with `events.done` recorded after it.
+  ResidencyTicket One(Kind kind, ResidencyRange r, std::span<const cudaEvent_t> after, bool held);
+  ResidencyTicket Each(Kind kind, std::span<const ResidencyRange> rs, std::span<const cudaEvent_t> after, bool held,
+                       const MoveEvents& events);
   // To the host (evict), to the device (fetch), device memory without a copy (make), dead values (drop): a make
   // or a drop never waits behind another granule's transfer.
   enum Lane : uint32_t { kOut = 0, kIn = 1, kNew = 2, kDead = 3, kLanes = 4 };

@@ -1,14 +1,14 @@
 // The residency layer: how the bytes of a range of device memory become resident on the device, leave it (kept on
 // the host), are dropped (dead), or get device memory again to be rebuilt in. One narrow interface, so that the
-// replay says what must happen and an implementation says how: `copy` (CopyResidency: device memory KARMA owns
-// through CUDA's virtual memory API, pinned host chunks, copy-engine transfers) and, to come behind the same
-// interface, `managed` (today's managed-memory arena, runtime/residency/arena.h, and the executor's prefetches,
-// runtime/replay/).
+// replay says what must happen and an implementation says how: `managed` (ManagedResidency: the paper's path, managed
+// memory moved by prefetches and discards on streams of its own) and `copy` (CopyResidency: device memory KARMA owns
+// through CUDA's virtual memory API, pinned host chunks, copy-engine transfers).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "ground/common/status.h"
@@ -28,6 +28,12 @@ struct ResidencyTicket {
   uint32_t seq = 0;   // 0: nothing to wait for
 };
 
+// Events an eviction's or a fetch's caller wants recorded (either may be null).
+struct MoveEvents {
+  cudaEvent_t done = nullptr;     // once every range's move is done: recorded only when the ticket returned has a seq
+  cudaEvent_t started = nullptr;  // where the transfer starts, for timing it (managed; the copy path leaves it)
+};
+
 class Residency {
  public:
   virtual ~Residency() = default;
@@ -42,18 +48,39 @@ class Residency {
   // Gives a reservation back. No move of it may be pending.
   virtual void Release(uint64_t addr) = 0;
 
-  // Each move starts once the events in `after` (recorded after the range's last use; none: now) have completed,
-  // and returns at once: no call on the caller's thread waits for a transfer.
+  // Each move starts once the events in `after` (recorded after the ranges' last use; none: now) have completed,
+  // and returns at once: no call on the caller's thread waits for a transfer. A move of several ranges returns the
+  // ticket of the last one posted (the moves of one kind complete in order); seq 0: nothing left to wait for.
   // The bytes leave the device and stay readable and writable on the host through the same addresses.
-  virtual ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  virtual ResidencyTicket Evict(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                                const MoveEvents& events) = 0;
   // The bytes come back to the device.
-  virtual ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
-  // The value is dead: its device memory is given back without a copy (or kept, dead, until something needs it).
-  // `held`: the addresses stay in use (a value discarded to be rebuilt later), and their device memory is taken
-  // before that of freed addresses, which an allocator is likely to hand out again soon.
-  virtual ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) = 0;
-  // Device memory for a value about to be rebuilt (a recompute's target): nothing is copied.
-  virtual ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) = 0;
+  virtual ResidencyTicket Fetch(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                                const MoveEvents& events) = 0;
+  // The values are dead: their device memory is given back without a copy (or kept, dead, until something needs
+  // it). `held`: the addresses stay in use (a value discarded to be rebuilt later), and their device memory is taken
+  // before that of freed addresses, which an allocator is likely to hand out again soon. `user`: the stream whose
+  // later work may use the addresses again; an implementation whose moves are stream-ordered (managed) makes it
+  // wait for the drop, the copy path orders a later make or fetch of the range after it by itself.
+  virtual ResidencyTicket Drop(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after, bool held,
+                               std::optional<cudaStream_t> user) = 0;
+  // Device memory for values about to be rebuilt (a recompute's targets, a new allocation): nothing is copied.
+  // `user`: the stream that writes them; the caller makes it wait for the ticket (WaitOn). Managed memory makes
+  // the pages resident in `user`'s order (the ticket has no seq).
+  virtual ResidencyTicket Make(std::span<const ResidencyRange> r, std::span<const cudaEvent_t> after,
+                               std::optional<cudaStream_t> user) = 0;
+  // One range at a time.
+  ResidencyTicket Evict(ResidencyRange r, std::span<const cudaEvent_t> after) { return Evict({&r, 1}, after, {}); }
+  ResidencyTicket Fetch(ResidencyRange r, std::span<const cudaEvent_t> after) { return Fetch({&r, 1}, after, {}); }
+  ResidencyTicket Drop(ResidencyRange r, std::span<const cudaEvent_t> after, bool held) {
+    return Drop({&r, 1}, after, held, std::nullopt);
+  }
+  ResidencyTicket Make(ResidencyRange r, std::span<const cudaEvent_t> after) {
+    return Make({&r, 1}, after, std::nullopt);
+  }
+  // Before the caller's thread uses an event it gave a move (MoveEvents: waits on it, queries it): returns once the
+  // move has recorded it (managed moves may be issued from threads of the residency's own).
+  virtual void Recorded(cudaEvent_t /*event*/) {}
 
   // Work given to `stream` from now on runs after the move (the caller's thread does not wait).
   virtual Status WaitOn(ResidencyTicket t, cudaStream_t stream) = 0;
