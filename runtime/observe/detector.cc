@@ -47,6 +47,31 @@ void IterationDetector::EvictOne() {
   candidates_.pop_back();
 }
 
+void IterationDetector::Reject(uint64_t p) {
+  if (p == 0) return;
+  for (const Rejected& r : rejected_) {
+    if (r.period == p) return;
+  }
+  rejected_.push_back({p, UINT64_MAX});
+}
+
+void IterationDetector::Reset() {
+  std::vector<Rejected> rejected = std::move(rejected_);
+  *this = IterationDetector(options_);
+  for (Rejected& r : rejected) r.last_mismatch = UINT64_MAX;  // the history they refer to is gone
+  rejected_ = std::move(rejected);
+}
+
+bool IterationDetector::Admissible(const Candidate& c, uint64_t i) const {
+  for (const Rejected& r : rejected_) {
+    if (c.period == r.period) return false;
+    if (c.period % r.period != 0) continue;
+    // A multiple of a rejected period: only once it has held across a point where the rejected one broke.
+    if (r.last_mismatch == UINT64_MAX || c.valid_run <= i - r.last_mismatch) return false;
+  }
+  return true;
+}
+
 bool IterationDetector::Degenerate(uint64_t p, uint64_t i) const {
   for (uint64_t d = 1; d < options_.min_period && d < p; ++d) {
     if (p % d != 0) continue;
@@ -104,6 +129,10 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
     sync_[i % capacity_] = after_sync ? 1 : 0;
     launches_[i % capacity_] = launches;
     syncs_[i % capacity_] = syncs;
+  }
+
+  for (Rejected& r : rejected_) {
+    if (i >= r.period && Sig(i) != Sig(i - r.period)) r.last_mismatch = i;
   }
 
   // Slide every candidate's window by one op. A candidate is proposed at an index >= its period, so every op it
@@ -166,7 +195,7 @@ IterationDetector::Step IterationDetector::Observe(uint64_t signature, uint64_t 
 
   const Candidate* best = nullptr;
   for (const Candidate& c : candidates_) {
-    if (c.banned || c.valid_run == 0 || (best != nullptr && c.period >= best->period)) continue;
+    if (c.banned || c.valid_run == 0 || (best != nullptr && c.period >= best->period) || !Admissible(c, i)) continue;
     if (HasLaunch(c.period, i) && (!options_.require_sync || HasSync(c.period, i)) && !Degenerate(c.period, i)) {
       best = &c;
     }

@@ -26,6 +26,13 @@ namespace karma::rt {
 // that diverges before it has survived `confirm_periods` iterations is banned until it has been valid for two
 // more periods in a row, so that a repeated sub-sequence (identical layers, gradient-accumulation micro-steps)
 // does not keep winning over the real iteration. The caller should record only once stable().
+//
+// Rejection: a period whose replay kept diverging (Reject) is not the iteration. A layer that synchronizes with
+// the host (a data-parallel program waiting for each layer's gradient before its exchange) satisfies
+// `require_sync` and repeats many times in a row, so it locks before the iteration does. A rejected period p is
+// never chosen again, and neither is a multiple of it unless that candidate stayed valid across p's latest
+// mismatch: two layers repeat exactly where one does and break where it breaks, whereas the iteration (whose
+// length may be a multiple of p too) repeats across the point where the layers end. Rejections survive Reset.
 class IterationDetector {
  public:
   struct Options {
@@ -55,6 +62,11 @@ class IterationDetector {
   // than a copy or memset.
   Step Observe(uint64_t signature, uint64_t live_bytes, bool after_sync, bool launch = true);
 
+  // The period p is not the iteration (see "Rejection" above).
+  void Reject(uint64_t p);
+  // Detection from scratch, keeping the rejected periods.
+  void Reset();
+
   bool locked() const { return locked_; }
   uint64_t period() const { return locked_ ? period_ : 0; }
   // Iteration boundaries passed since the lock (the first boundary counts 1).
@@ -83,6 +95,8 @@ class IterationDetector {
   // True when ops (i - p, i] include a launch; a synchronization.
   bool HasLaunch(uint64_t p, uint64_t i) const;
   bool HasSync(uint64_t p, uint64_t i) const;
+  // Whether candidate c may be chosen at op i given the rejected periods.
+  bool Admissible(const Candidate& c, uint64_t i) const;
 
   Options options_;
   uint64_t capacity_;              // history kept: two periods of the longest candidate
@@ -111,6 +125,12 @@ class IterationDetector {
   uint64_t boundaries_ = 0;
   uint64_t iteration_mismatches_ = 0;
   uint64_t divergences_ = 0;
+  // Rejected periods with the latest op at which each mismatched the op one period earlier (UINT64_MAX: none yet).
+  struct Rejected {
+    uint64_t period = 0;
+    uint64_t last_mismatch = UINT64_MAX;
+  };
+  std::vector<Rejected> rejected_;
 };
 
 }  // namespace karma::rt

@@ -87,9 +87,14 @@ IterationDetector::Step DetectorPair::Observe(uint64_t shape, uint64_t signature
 }
 
 void DetectorPair::Reset() {
-  exact_ = IterationDetector();
-  by_shape_ = IterationDetector(ShapeOptions());
+  exact_.Reset();
+  by_shape_.Reset();
   use_shape_ = false;
+}
+
+void DetectorPair::Reject(uint64_t period) {
+  exact_.Reject(period);
+  by_shape_.Reject(period);
 }
 
 // ---- IterationCounter ----
@@ -535,9 +540,13 @@ void Observer::AbortRecordingLocked(const char* why) {
   if (!worker_.Post(release)) release();
 }
 
-void Observer::RestartRecording() {
+void Observer::RestartRecording(uint64_t rejected_period) {
   std::lock_guard<std::mutex> lock(mu_);
   if (host_->RecordingDegraded()) return;
+  if (rejected_period != 0 && !marker_mode_) {
+    KARMA_LOG(kInfo, "a period of {} ops is not the iteration: detecting again without it", rejected_period);
+    detection_.Reject(rejected_period);
+  }
   detection_.Reset();
   births_.Reset();
   counter_.Stop();

@@ -98,7 +98,9 @@ class DetectorPair {
   const IterationDetector& used() const { return use_shape_ ? by_shape_ : exact_; }
   // The iteration diverged: the exact detector is used again until the one by shapes has held its period anew.
   void Diverged() { use_shape_ = false; }
+  // Detection from scratch; rejected periods stay rejected (IterationDetector::Reject).
   void Reset();
+  void Reject(uint64_t period);
 
  private:
   static IterationDetector::Options ShapeOptions();
@@ -194,8 +196,9 @@ class Observer {
   bool LeaveCapture() noexcept;
 
   // ---- recording life cycle ----
-  // Detection anew (the executor found the plan's iteration gone), unless recording degraded.
-  void RestartRecording();
+  // Detection anew (the executor found the plan's iteration gone), unless recording degraded; `rejected_period`
+  // (0: none), the period that kept diverging, is not chosen again (IterationDetector::Reject).
+  void RestartRecording(uint64_t rejected_period = 0);
   // At exit: finishes a recording that is complete, abandons one that is not.
   void EndRecordingAtExit();
 

@@ -67,6 +67,11 @@ std::string Executor::CallsLine() const {
   return managed_->CallsLine(stats_->replayed_iterations.load(std::memory_order_relaxed));
 }
 
+uint64_t Executor::diverged_period() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return divergence_.period;
+}
+
 std::vector<bool> Executor::rejected_ops() const {
   std::lock_guard<std::mutex> lock(mu_);
   return recomputes_.rejected_ops();
@@ -150,15 +155,16 @@ bool Executor::EndIterationLocked(ReplayMeter::IterationTag* ended) {
   // The iteration that ends here, for its time (ProgramTime).
   *ended = meter_.EndIteration(running_ && !diverged_);
   if (running_ && diverged_) {
-    divergent_streak_++;
+    divergence_.streak++;
   } else if (running_) {
-    divergent_streak_ = 0;
+    divergence_.streak = 0;
   }
-  if (divergent_streak_ >= kDivergentIterationsBeforeRerecord) {
-    divergent_streak_ = 0;
+  if (divergence_.streak >= kDivergentIterationsBeforeRerecord) {
+    divergence_.streak = 0;
     running_ = false;
-    if (rerecord_requests_ < kMaxRerecords) {
-      rerecord_requests_++;
+    if (divergence_.rerecords < kMaxRerecords) {
+      divergence_.rerecords++;
+      divergence_.period = prog_ != nullptr ? prog_->period : 0;
       KARMA_LOG(kInfo, "{} iterations in a row diverged from the plan: recording again",
                 kDivergentIterationsBeforeRerecord);
       request_.store(static_cast<uint8_t>(Request::kRerecord), std::memory_order_release);

@@ -115,6 +115,8 @@ class Executor {
   // rejected recomputes (rejected_ops()).
   enum class Request : uint8_t { kNone = 0, kRerecord = 1, kReplan = 2 };
   Request TakeRequest() { return static_cast<Request>(request_.exchange(0, std::memory_order_acq_rel)); }
+  // With kRerecord: the period of the program that kept diverging (not the iteration, for detection).
+  uint64_t diverged_period() const;
   std::vector<bool> rejected_ops() const;
   // The host link as the plan's moves found it (LinkMeter): the session plans again with rates that depart from
   // its profile's.
@@ -257,8 +259,11 @@ class Executor {
     cudaEvent_t anchor = nullptr;
   };
   std::deque<Deferred> deferred_;        // prefetch batches waiting for room
-  uint32_t divergent_streak_ = 0;
-  uint32_t rerecord_requests_ = 0;
+  struct Divergence {
+    uint32_t streak = 0;     // replayed iterations in a row that diverged
+    uint32_t rerecords = 0;  // recordings asked for
+    uint64_t period = 0;     // the period of the program the last one replaced
+  } divergence_;
 
   RecomputeState recomputes_;
   Range scratch_;  // for redirected recompute outputs, never freed (cudaFree syncs)

@@ -337,8 +337,9 @@ void Session::HandleExecutorRequest() {
     if (r == Executor::Request::kReplan) {
       plan_.PostReplan();
     } else {
+      const uint64_t diverged = executor_.diverged_period();
       executor_.Uninstall();
-      observer_.RestartRecording();
+      observer_.RestartRecording(diverged);
     }
   } catch (...) {
     Degrade(Part::kRecording, "an internal error while planning again");

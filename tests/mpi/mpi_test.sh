@@ -163,6 +163,37 @@ phasing)
   done
   ;;
 
+replay_mlp | replay_skipnet)
+  # The data-parallel apps wait for each layer's gradient before exchanging it, so every layer of the backward
+  # pass synchronizes and looks like an iteration to detection; once its replay keeps diverging it is rejected and
+  # the iteration is found (IterationDetector::Reject). Each rank then replays a plan at 3x its device memory:
+  # results equal to the 2-shard single-process run, and a steady virtual iteration (median of the last 4) within
+  # 1.15x of one process at the same per-rank batch.
+  app=${case#replay_}_trainer
+  m=64MiB
+  [[ $mem == 8MiB ]] && m=8MiB  # sanitizer builds
+  replay=("$src/scripts/simrun" --build "$build" --gpu h100-80g --karma --mem "$m")
+  args=(--iters 16 --size-factor 3 --alloc async --host-optimizer)
+  steady() { grep -E '^iter ' "$1" | tail -4 | awk '{print $NF}' | sort -n | awk '{a[NR]=$1} END {print (a[2]+a[3])/2}'; }
+  LD_PRELOAD=$preload "${replay[@]}" -- "$bin/$app" "${args[@]}" --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
+    fail "reference: $(cat "$tmp/ref.err")"
+  LD_PRELOAD=$preload "${replay[@]}" -- "$bin/$app" "${args[@]}" >"$tmp/one" 2>"$tmp/one.err" ||
+    fail "one process: $(cat "$tmp/one.err")"
+  mpi 2 dp -- "${replay[@]}" -- "$bin/${app}_mpi" "${args[@]}" --mpi
+  [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
+  same_as_reference dp 2 "$tmp/ref"
+  ops=$(grep -o 'iterations ([0-9]* ops each)' "$tmp/dp.log" | awk '{print $2}' | tr -d '(' | sort -n | head -1)
+  one_ops=$(grep -o 'iterations ([0-9]* ops each)' "$tmp/one.err" | awk '{print $2}' | tr -d '(')
+  [[ -n $ops && $ops == "$one_ops" ]] || fail "the ranks detected iterations of '${ops:-no}' ops, one process of $one_ops"
+  one=$(steady "$tmp/one")
+  for r in 0 1; do
+    t=$(steady "$tmp/dp.$r")
+    awk -v t="$t" -v one="$one" 'BEGIN {exit !(t <= 1.15 * one)}' ||
+      fail "rank $r: $t ms per iteration, more than 1.15x one process's $one ms"
+    echo "rank $r: $t ms per steady iteration, one process $one ms ($(awk -v t="$t" -v one="$one" 'BEGIN {printf "%.3f", t / one}')x), iterations of $ops ops"
+  done
+  ;;
+
 rank_dies)
   # A rank aborts in the middle of a backward pass: Open MPI's launcher kills the others at once.
   mpi 2 dies -- "${simrun[@]}" -- "$bin/mlp_trainer_mpi" $(app_args) --mpi --fail abort

@@ -143,6 +143,53 @@ TEST(DetectorTest, ASynchronizationInsideThePeriodTellsTheIterationFromARepeated
   }
 }
 
+// A data-parallel program waits for each layer's gradient before exchanging it: every layer of the backward pass
+// synchronizes, so a layer satisfies require_sync and locks before the iteration does. Once its replay kept
+// diverging and it is rejected, detection finds the iteration, also when the iteration's length is a multiple of the
+// layer's (two layers, also a multiple, break where one does and are not taken).
+void LayersThatSynchronize(size_t head_ops) {
+  IterationDetector::Options o;
+  o.require_sync = true;
+  const Iter layer = Distinct(100, 4);
+  const Iter head = Distinct(900, head_ops);
+  const uint64_t full = 8 * 4 + head_ops;
+  std::set<uint64_t> stable_periods;
+  auto feed = [&](Feeder& r, int iterations) {
+    for (int it = 0; it < iterations; ++it) {
+      for (size_t j = 0; j < head.sigs.size(); ++j) r.Op(head.sigs[j], head.live[j]);
+      for (int l = 0; l < 8; ++l) {
+        for (size_t j = 0; j < layer.sigs.size(); ++j) {
+          const uint64_t index = r.d.ops();
+          const Step s = r.d.Observe(layer.sigs[j], layer.live[j], /*after_sync=*/j == 0);
+          if (s == Step::kBoundary) r.boundaries.push_back(index);
+          if (s == Step::kBoundary && r.d.stable()) {
+            r.stable_boundaries.push_back(index);
+            stable_periods.insert(r.d.period());
+          }
+        }
+      }
+    }
+  };
+  Feeder r(o);
+  feed(r, 3);
+  EXPECT_EQ(stable_periods, std::set<uint64_t>{4});  // a layer, stable within each backward pass
+  EXPECT_GT(r.d.divergences(), 0u);                   // and broken at each head
+  r.d.Reject(4);
+  r.d.Reset();
+  r.stable_boundaries.clear();
+  feed(r, 6);
+  ASSERT_TRUE(r.d.locked());
+  EXPECT_EQ(r.d.period(), full);
+  EXPECT_TRUE(r.d.stable());
+  EXPECT_EQ(r.d.divergences(), 0u);
+  ASSERT_GE(r.stable_boundaries.size(), 2u);
+  for (size_t k = 1; k < r.stable_boundaries.size(); ++k) {
+    EXPECT_EQ(r.stable_boundaries[k] - r.stable_boundaries[k - 1], full);
+  }
+}
+TEST(DetectorTest, ARejectedLayerGivesWayToTheIteration) { LayersThatSynchronize(5); }
+TEST(DetectorTest, ARejectedLayerGivesWayToAnIterationOfAMultipleOfItsLength) { LayersThatSynchronize(4); }
+
 TEST(DetectorTest, TwoMicroStepsThenAnOptimizerStep) { MicroSteps(2); }
 TEST(DetectorTest, FourMicroStepsThenAnOptimizerStep) { MicroSteps(4); }
 
