@@ -64,6 +64,7 @@ void IterationDetector::Reset() {
 
 bool IterationDetector::Admissible(const Candidate& c, uint64_t i) const {
   for (const Rejected& r : rejected_) {
+    if (i >= 16 * r.period + 4096) continue;  // expired
     if (c.period == r.period) return false;
     if (c.period % r.period != 0) continue;
     // A multiple of a rejected period: only once it has held across a point where the rejected one broke.

@@ -32,7 +32,9 @@ namespace karma::rt {
 // `require_sync` and repeats many times in a row, so it locks before the iteration does. A rejected period p is
 // never chosen again, and neither is a multiple of it unless that candidate stayed valid across p's latest
 // mismatch: two layers repeat exactly where one does and break where it breaks, whereas the iteration (whose
-// length may be a multiple of p too) repeats across the point where the layers end. Rejections survive Reset.
+// length may be a multiple of p too) repeats across the point where the layers end. Rejections survive Reset and
+// last for the first 16 p + 4096 ops after it: a period rejected because the application changed its iteration
+// (new shapes, same length) is found again once nothing else has locked by then.
 class IterationDetector {
  public:
   struct Options {

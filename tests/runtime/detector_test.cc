@@ -190,6 +190,20 @@ void LayersThatSynchronize(size_t head_ops) {
 TEST(DetectorTest, ARejectedLayerGivesWayToTheIteration) { LayersThatSynchronize(5); }
 TEST(DetectorTest, ARejectedLayerGivesWayToAnIterationOfAMultipleOfItsLength) { LayersThatSynchronize(4); }
 
+// A period rejected because the application changed its iteration (same length, new shapes) is found again once
+// the rejection has run out and nothing else locked.
+TEST(DetectorTest, ARejectionRunsOut) {
+  Feeder r;
+  const Iter it = Distinct(100, 20);
+  r.d.Reject(20);
+  r.d.Reset();
+  for (int k = 0; k < 300; ++k) r.Feed(it);
+  ASSERT_TRUE(r.d.locked());
+  EXPECT_EQ(r.d.period(), 20u);
+  ASSERT_FALSE(r.boundaries.empty());
+  EXPECT_GE(r.boundaries.front(), 16u * 20 + 4096);
+}
+
 TEST(DetectorTest, TwoMicroStepsThenAnOptimizerStep) { MicroSteps(2); }
 TEST(DetectorTest, FourMicroStepsThenAnOptimizerStep) { MicroSteps(4); }
 
