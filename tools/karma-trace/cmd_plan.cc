@@ -56,6 +56,77 @@ struct CopySpan {
   uint32_t buffer;
 };
 
+// The compute lane: each stage's span in a light tint, the compute engine's busy time in it solid; gaps are stalls.
+template <typename ToX>
+void ComputeLane(Svg& svg, const policy::SimResult& s, const std::vector<policy::Stage>& stages, ToX X,
+                 double y_compute, double lane_h) {
+  std::vector<std::pair<double, double>> busy;  // merged busy intervals
+  double began = 0;
+  for (const policy::SimEvent& ev : s.events) {
+    if (ev.kind == policy::SimEvent::kComputeStart) began = ev.t;
+    if (ev.kind != policy::SimEvent::kComputeEnd || ev.t <= began) continue;
+    if (!busy.empty() && began - busy.back().second < 1e-9) busy.back().second = ev.t;
+    else busy.emplace_back(began, ev.t);
+  }
+  for (const policy::Stage& st : stages) {
+    const double x0 = X(st.start_s), x1 = X(st.end_s);
+    svg.Rect(x0, y_compute, std::max(x1 - x0, 0.6), lane_h, StageColor(st.kind), 0.3);
+    for (const auto& [b0, b1] : busy) {
+      const double lo = std::max(b0, st.start_s), hi = std::min(b1, st.end_s);
+      if (hi > lo) svg.Rect(X(lo), y_compute, std::max(X(hi) - X(lo), 0.4), lane_h, StageColor(st.kind), 0.95);
+    }
+    if (x1 - x0 > 22) svg.Text((x0 + x1) / 2, y_compute + lane_h / 2 + 4, st.Label(), 11, "middle", "white", "bold");
+  }
+  double idle_from = 0;
+  for (const auto& [b0, b1] : busy) {
+    if (b0 - idle_from > 1e-6) svg.Rect(X(idle_from), y_compute + lane_h - 5, X(b0) - X(idle_from), 5, "#555");
+    idle_from = b1;
+  }
+}
+
+// The copy lanes: each swap's span in its block's color, runs of one block's copies labelled (Siin, Siout, Pin).
+template <typename ToX>
+void CopyLanes(Svg& svg, const policy::SimInput& in, const policy::Evaluation& e, ToX X, double y_h2d, double y_d2h,
+               double lane_h) {
+  const policy::SimResult& s = e.sim;
+  const std::vector<policy::Block> blocks = policy::DisplayBlocks(in, e.plan);
+  const std::vector<int> owner = policy::BufferBlocks(in, blocks);
+  std::map<uint32_t, double> starts;
+  std::vector<CopySpan> ins, outs;
+  for (const policy::SimEvent& ev : s.events) {
+    if (ev.kind == policy::SimEvent::kCopyStart) starts[ev.index] = ev.t;
+    if (ev.kind != policy::SimEvent::kCopyEnd) continue;
+    const policy::Action& a = e.plan.actions[ev.index];
+    const int blk = a.block >= 0 ? a.block : owner[a.buffer];
+    (a.kind == policy::ActionKind::kSwapIn ? ins : outs).push_back({starts[ev.index], ev.t, blk, a.buffer});
+  }
+  for (const auto* list : {&ins, &outs}) {
+    const double y = list == &ins ? y_h2d : y_d2h;
+    for (const CopySpan& c : *list) {
+      svg.Rect(X(c.start), y + 3, std::max(X(c.end) - X(c.start), 0.6), lane_h - 6, BlockColor(c.block), 0.85);
+    }
+    // Label runs of one block's copies.
+    size_t i = 0;
+    while (i < list->size()) {
+      size_t j = i;
+      // A run is one block's copies without a long pause (2% of the iteration) between them.
+      while (j + 1 < list->size() && (*list)[j + 1].block == (*list)[i].block &&
+             (*list)[j + 1].start - (*list)[j].end < 0.02 * s.iteration_s) {
+        ++j;
+      }
+      const double x0 = X((*list)[i].start), x1 = X((*list)[j].end);
+      if (x1 - x0 > 34) {
+        const char* dir = list == &ins ? "in" : "out";
+        const int blk = (*list)[i].block;
+        svg.Text((x0 + x1) / 2, y + lane_h / 2 + 4,
+                 blk >= 0 ? fmt::format("S{}{}", blk + 1, dir) : fmt::format("P{}", dir), 11, "middle", "#111",
+                 "bold");
+      }
+      i = j + 1;
+    }
+  }
+}
+
 // The data-parallel pipeline's lanes from `y` down (gradients out, exchange groups, host update, parameters in),
 // each piece in its group's color; returns the y below them.
 template <typename ToX>
@@ -117,66 +188,8 @@ std::string PlanSvg(const policy::SimInput& in, const policy::Evaluation& e, con
     svg.Rect(left, y, width, lane_h, "#f4f4f4");
     svg.Text(left - 10, y + lane_h / 2 + 4, name, 13, "end", "#222", "bold");
   }
-  // Each stage's span in a light tint, the compute engine's busy time in it solid: gaps are stalls.
-  std::vector<std::pair<double, double>> busy;  // merged busy intervals
-  double began = 0;
-  for (const policy::SimEvent& ev : s.events) {
-    if (ev.kind == policy::SimEvent::kComputeStart) began = ev.t;
-    if (ev.kind != policy::SimEvent::kComputeEnd || ev.t <= began) continue;
-    if (!busy.empty() && began - busy.back().second < 1e-9) busy.back().second = ev.t;
-    else busy.emplace_back(began, ev.t);
-  }
-  for (const policy::Stage& st : stages) {
-    const double x0 = X(st.start_s), x1 = X(st.end_s);
-    svg.Rect(x0, y_compute, std::max(x1 - x0, 0.6), lane_h, StageColor(st.kind), 0.3);
-    for (const auto& [b0, b1] : busy) {
-      const double lo = std::max(b0, st.start_s), hi = std::min(b1, st.end_s);
-      if (hi > lo) svg.Rect(X(lo), y_compute, std::max(X(hi) - X(lo), 0.4), lane_h, StageColor(st.kind), 0.95);
-    }
-    if (x1 - x0 > 22) svg.Text((x0 + x1) / 2, y_compute + lane_h / 2 + 4, st.Label(), 11, "middle", "white", "bold");
-  }
-  double idle_from = 0;
-  for (const auto& [b0, b1] : busy) {
-    if (b0 - idle_from > 1e-6) svg.Rect(X(idle_from), y_compute + lane_h - 5, X(b0) - X(idle_from), 5, "#555");
-    idle_from = b1;
-  }
-  const std::vector<policy::Block> blocks = policy::DisplayBlocks(in, e.plan);
-  const std::vector<int> owner = policy::BufferBlocks(in, blocks);
-  std::map<uint32_t, double> starts;
-  std::vector<CopySpan> ins, outs;
-  for (const policy::SimEvent& ev : s.events) {
-    if (ev.kind == policy::SimEvent::kCopyStart) starts[ev.index] = ev.t;
-    if (ev.kind != policy::SimEvent::kCopyEnd) continue;
-    const policy::Action& a = e.plan.actions[ev.index];
-    const int blk = a.block >= 0 ? a.block : owner[a.buffer];
-    (a.kind == policy::ActionKind::kSwapIn ? ins : outs).push_back({starts[ev.index], ev.t, blk, a.buffer});
-  }
-  for (const auto* list : {&ins, &outs}) {
-    const double y = list == &ins ? y_h2d : y_d2h;
-    for (const CopySpan& c : *list) {
-      svg.Rect(X(c.start), y + 3, std::max(X(c.end) - X(c.start), 0.6), lane_h - 6, BlockColor(c.block), 0.85);
-    }
-    // Label runs of one block's copies.
-    size_t i = 0;
-    while (i < list->size()) {
-      size_t j = i;
-      // A run is one block's copies without a long pause (2% of the iteration) between them.
-      while (j + 1 < list->size() && (*list)[j + 1].block == (*list)[i].block &&
-             (*list)[j + 1].start - (*list)[j].end < 0.02 * s.iteration_s) {
-        ++j;
-      }
-      const double x0 = X((*list)[i].start), x1 = X((*list)[j].end);
-      if (x1 - x0 > 34) {
-        const char* dir = list == &ins ? "in" : "out";
-        const int blk = (*list)[i].block;
-        svg.Text((x0 + x1) / 2, y + lane_h / 2 + 4,
-                 blk >= 0 ? fmt::format("S{}{}", blk + 1, dir) : fmt::format("P{}", dir), 11, "middle", "#111",
-                 "bold");
-      }
-      i = j + 1;
-    }
-  }
-
+  ComputeLane(svg, s, stages, X, y_compute, lane_h);
+  CopyLanes(svg, in, e, X, y_h2d, y_d2h, lane_h);
   double y_lanes_end = y_d2h + lane_h;
   if (pipeline != nullptr) {
     const double y_caption = y_d2h + lane_h + lane_gap + 12;
