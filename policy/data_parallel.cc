@@ -24,12 +24,6 @@ double EarliestGap(const Intervals& busy, double from, double seconds) {
   return t;
 }
 
-uint64_t ElementBytes(const std::string& dtype) {
-  if (dtype == "float16" || dtype == "bfloat16" || dtype == "half") return 2;
-  if (dtype == "float64" || dtype == "double") return 8;
-  return 4;
-}
-
 // When each compute item of the simulation started and ended.
 struct ItemTimes {
   std::vector<double> start, end;
@@ -113,12 +107,16 @@ bool ParseExchange(const std::string& s, DataParallelOptions::Exchange* out) {
   return true;
 }
 
+double BusySeconds(const std::vector<PipelineSpan>& spans) {
+  double t = 0;
+  for (const PipelineSpan& s : spans) t += s.end_s - s.start_s;
+  return t;
+}
+
 double DataParallelResult::ExchangeHidden() const {
-  double total = 0, hidden = 0;
-  for (const PipelineSpan& s : exchange) {
-    total += s.end_s - s.start_s;
-    hidden += std::max(0.0, std::min(s.end_s, device_s) - s.start_s);
-  }
+  double hidden = 0;
+  for (const PipelineSpan& s : exchange) hidden += std::max(0.0, std::min(s.end_s, device_s) - s.start_s);
+  const double total = BusySeconds(exchange);
   return total > 0 ? hidden / total : 1.0;
 }
 
@@ -187,7 +185,7 @@ GroupParams ParamsByGroup(const SimInput& in, const Observed& o, const std::vect
     if (param_group[p] < 0) continue;
     const size_t k = static_cast<size_t>(param_group[p]);
     gp.bytes[k] += it.buffers[p].bytes;
-    gp.elements[k] += it.buffers[p].bytes / ElementBytes(it.buffers[p].dtype);
+    gp.elements[k] += it.buffers[p].Elements();
     const double f = o.first_read[p] >= 0 ? o.first_read[p] : o.device_s;
     gp.needed[k] = gp.needed[k] < 0 ? f : std::min(gp.needed[k], f);
   }

@@ -39,6 +39,9 @@ struct PipelineSpan {
   int group = 0;  // the exchange group it belongs to (0-based, in backward order)
 };
 
+// The seconds a lane's spans take in all.
+double BusySeconds(const std::vector<PipelineSpan>& spans);
+
 struct DataParallelResult {
   bool feasible = false;
   std::string reason;

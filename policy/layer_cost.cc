@@ -122,23 +122,15 @@ LayerKind ClassifyNative(const std::string& s) {
   return LayerKind::kUnknown;
 }
 
-uint64_t ElementsOf(const trace::Buffer& b) {
-  uint64_t size = 4;
-  if (b.dtype == "float64" || b.dtype == "int64" || b.dtype == "complex64") size = 8;
-  else if (b.dtype == "float16" || b.dtype == "bfloat16" || b.dtype == "int16") size = 2;
-  else if (b.dtype == "int8" || b.dtype == "uint8" || b.dtype == "bool") size = 1;
-  return b.bytes / size;
-}
-
 // Element counts of the op's inputs and outputs, largest first.
 struct Sizes {
   std::vector<uint64_t> in, out;
 };
 Sizes SizesOf(const trace::Op& op, const trace::Iteration& it) {
   Sizes s;
-  for (trace::BufferId b : op.reads) s.in.push_back(ElementsOf(it.buffers[b]));
-  for (trace::BufferId b : op.touches) s.in.push_back(ElementsOf(it.buffers[b]));
-  for (trace::BufferId b : op.writes) s.out.push_back(ElementsOf(it.buffers[b]));
+  for (trace::BufferId b : op.reads) s.in.push_back(it.buffers[b].Elements());
+  for (trace::BufferId b : op.touches) s.in.push_back(it.buffers[b].Elements());
+  for (trace::BufferId b : op.writes) s.out.push_back(it.buffers[b].Elements());
   std::sort(s.in.rbegin(), s.in.rend());
   std::sort(s.out.rbegin(), s.out.rend());
   return s;

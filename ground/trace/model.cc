@@ -47,6 +47,14 @@ Status CheckRefs(const std::vector<BufferId>& ids, size_t nbuf, const Op& op, co
 
 const char* Name(BufferKind k) { return NameAt(kBufferKindNames, static_cast<size_t>(k)); }
 const char* Name(Phase p) { return NameAt(kPhaseNames, static_cast<size_t>(p)); }
+
+uint64_t Buffer::Elements() const {
+  uint64_t size = 4;
+  if (dtype == "float64" || dtype == "int64" || dtype == "complex64") size = 8;
+  else if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") size = 2;
+  else if (dtype == "int8" || dtype == "uint8" || dtype == "bool") size = 1;
+  return bytes / size;
+}
 const char* Name(OpKind k) { return NameAt(kOpKindNames, static_cast<size_t>(k)); }
 const char* Name(EventKind k) { return NameAt(kEventKindNames, static_cast<size_t>(k)); }
 bool ParseBufferKind(std::string_view s, BufferKind* out) { return ParseName(kBufferKindNames, s, out); }

@@ -52,6 +52,8 @@ struct Buffer {
   uint64_t moved_bytes = 0;
 
   uint64_t MovedBytes() const { return moved_bytes != 0 ? moved_bytes : bytes; }
+  // Its element count by `dtype` (4-byte elements where the type is unknown).
+  uint64_t Elements() const;
   bool operator==(const Buffer&) const = default;
 };
 

@@ -289,11 +289,7 @@ int RunPlan(const PlanArgs& a) {
       j["blocks"].push_back({{"first_op", b.first_op}, {"last_op", b.last_op}, {"mode", policy::Name(b.mode)}});
     }
     if (karma.ran) j.update(KarmaPlanningJson(karma));
-    if (pipeline) {
-      j["one_rank_iteration_ms"] = j["iteration_ms"];
-      j["data_parallel"] = DataParallelJson(*dp, *pipeline);
-      if (drawn != nullptr) j["iteration_ms"] = Ms(drawn->iteration_s);
-    }
+    if (pipeline) AddDataParallelJson(*dp, *pipeline, &j);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }

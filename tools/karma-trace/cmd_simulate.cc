@@ -124,12 +124,7 @@ int RunSimulate(const SimulateArgs& a) {
   if (a.json) {
     nlohmann::json j = ResultJson(e, in, ideal_s);
     if (karma.ran) j.update(KarmaPlanningJson(karma));
-    if (pipeline) {
-      // iteration_ms is the pipeline's period; the one rank's iteration stays beside it.
-      j["one_rank_iteration_ms"] = j["iteration_ms"];
-      j["data_parallel"] = DataParallelJson(*dp, *pipeline);
-      if (pipeline->feasible) j["iteration_ms"] = Ms(pipeline->iteration_s);
-    }
+    if (pipeline) AddDataParallelJson(*dp, *pipeline, &j);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }

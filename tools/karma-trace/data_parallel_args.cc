@@ -16,12 +16,6 @@ std::string Network(const policy::DataParallelOptions& o) {
   return fmt::format("{:.0f} us + {:.3g} GB/s", o.alpha_s * 1e6, o.network_bw / 1e9);
 }
 
-double Busy(const std::vector<policy::PipelineSpan>& spans) {
-  double t = 0;
-  for (const policy::PipelineSpan& s : spans) t += s.end_s - s.start_s;
-  return t;
-}
-
 }  // namespace
 
 void AddDataParallelOptions(CLI::App* sub, DataParallelArgs* args) {
@@ -76,8 +70,8 @@ void PrintDataParallel(const policy::DataParallelOptions& o, const policy::DataP
              r.critical_group >= 0 ? fmt::format(" (waits for group {}'s parameters)", r.critical_group + 1) : "");
   fmt::print("pipeline    gradients out {} ({:.1f} ms), {} exchange group{} ({:.1f} ms, {:.0f}% beside the "
              "device's work), host update {:.1f} ms, parameters in {:.1f} ms\n",
-             FormatBytes(r.gradient_bytes), Ms(Busy(r.out)), r.exchange.size(), r.exchange.size() == 1 ? "" : "s",
-             Ms(Busy(r.exchange)), 100 * r.ExchangeHidden(), Ms(Busy(r.update)), Ms(Busy(r.in)));
+             FormatBytes(r.gradient_bytes), Ms(policy::BusySeconds(r.out)), r.exchange.size(), r.exchange.size() == 1 ? "" : "s",
+             Ms(policy::BusySeconds(r.exchange)), 100 * r.ExchangeHidden(), Ms(policy::BusySeconds(r.update)), Ms(policy::BusySeconds(r.in)));
 }
 
 std::string PipelineCaption(const policy::DataParallelOptions& o, const policy::DataParallelResult& r) {
@@ -86,24 +80,28 @@ std::string PipelineCaption(const policy::DataParallelOptions& o, const policy::
                      o.ranks, Network(o), policy::Name(o.exchange), Ms(r.iteration_s), 100 * r.ExchangeHidden());
 }
 
-nlohmann::json DataParallelJson(const policy::DataParallelOptions& o, const policy::DataParallelResult& r) {
+void AddDataParallelJson(const policy::DataParallelOptions& o, const policy::DataParallelResult& r,
+                         nlohmann::json* out) {
   nlohmann::json j{{"ranks", o.ranks}, {"network", Network(o)}, {"exchange", policy::Name(o.exchange)},
                    {"feasible", r.feasible}};
+  (*out)["one_rank_iteration_ms"] = (*out)["iteration_ms"];
   if (!r.feasible) {
     j["reason"] = r.reason;
-    return j;
+    (*out)["data_parallel"] = j;
+    return;
   }
   j["iteration_ms"] = Ms(r.iteration_s);
   j["device_ms"] = Ms(r.device_s);
   j["gradient_bytes"] = r.gradient_bytes;
   j["groups"] = r.exchange.size();
-  j["out_ms"] = Ms(Busy(r.out));
-  j["exchange_ms"] = Ms(Busy(r.exchange));
+  j["out_ms"] = Ms(policy::BusySeconds(r.out));
+  j["exchange_ms"] = Ms(policy::BusySeconds(r.exchange));
   j["exchange_hidden"] = r.ExchangeHidden();
-  j["update_ms"] = Ms(Busy(r.update));
-  j["in_ms"] = Ms(Busy(r.in));
+  j["update_ms"] = Ms(policy::BusySeconds(r.update));
+  j["in_ms"] = Ms(policy::BusySeconds(r.in));
   j["critical_group"] = r.critical_group;
-  return j;
+  (*out)["data_parallel"] = j;
+  (*out)["iteration_ms"] = Ms(r.iteration_s);  // the pipeline's period
 }
 
 }  // namespace karma::tools

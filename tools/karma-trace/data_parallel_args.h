@@ -23,10 +23,12 @@ void AddDataParallelOptions(CLI::App* sub, DataParallelArgs* args);
 // The options as the model takes them; nothing with one rank; an error is printed and `*failed` set.
 std::optional<policy::DataParallelOptions> ResolveDataParallel(const DataParallelArgs& args, bool* failed);
 
-// "data-parallel ..." lines, and the same as JSON.
+// "data-parallel ..." lines; the same as JSON added to a command's object: `data_parallel`, and `iteration_ms`
+// becomes the pipeline's period (the one rank's stays as `one_rank_iteration_ms`).
 void PrintDataParallel(const policy::DataParallelOptions& o, const policy::DataParallelResult& r);
 // One line for a picture: "8 ranks, 2000 us + 1 GB/s, phased exchange: 377.7 ms per iteration, ...".
 std::string PipelineCaption(const policy::DataParallelOptions& o, const policy::DataParallelResult& r);
-nlohmann::json DataParallelJson(const policy::DataParallelOptions& o, const policy::DataParallelResult& r);
+void AddDataParallelJson(const policy::DataParallelOptions& o, const policy::DataParallelResult& r,
+                         nlohmann::json* j);
 
 }  // namespace karma::tools
