@@ -65,7 +65,7 @@ void ManagedResidency::AbandonAfterFork() {
   if (mover_ != nullptr) mover_->AbandonAfterFork();
 }
 
-void ManagedResidency::PrefetchRanges(const CudaApi& api, const std::vector<ResidencyRange>& ranges, cudaStream_t s,
+void ManagedResidency::PrefetchRanges(const CudaApi& api, std::span<const ResidencyRange> ranges, cudaStream_t s,
                                   cudaMemLocation loc, bool batch) {
   if (ranges.empty()) return;
   LastErrorScope errors(api);
@@ -157,7 +157,7 @@ ResidencyTicket ManagedResidency::Make(std::span<const ResidencyRange> r, std::s
   }
   if (!DiscardAndPrefetch(r, s)) {
     HeldFor held(stats_->app_move_ns, calls_[kPrefetchCall]);
-    PrefetchRanges(api_, std::vector<ResidencyRange>(r.begin(), r.end()), s, Location(true, device_), batch_);
+    PrefetchRanges(api_, r, s, Location(true, device_), batch_);
   }
   return {};
 }
@@ -172,7 +172,6 @@ void ManagedResidency::Recorded(cudaEvent_t e) {
 }
 
 bool ManagedResidency::Discard(std::span<const ResidencyRange> ranges, cudaStream_t s) {
-  if (api_.cudaMemDiscardBatchAsync == nullptr) return false;
   HeldFor held(stats_->app_move_ns, calls_[kDiscardCall]);
   LastErrorScope errors(api_);
   Batch b(ranges);

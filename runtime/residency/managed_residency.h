@@ -111,11 +111,12 @@ class ManagedResidency final : public Residency {
   };
   // Prefetches `ranges` to `loc` on `s`: one batched call where allowed (`batch`), else one call per range. Uses
   // nothing of this object's state (mover threads call it).
-  static void PrefetchRanges(const CudaApi& api, const std::vector<ResidencyRange>& ranges, cudaStream_t s,
+  static void PrefetchRanges(const CudaApi& api, std::span<const ResidencyRange> ranges, cudaStream_t s,
                              cudaMemLocation loc, bool batch);
   // An eviction or a fetch: on this thread, or queued on the mover lane of its direction.
   ResidencyTicket Move(std::span<const ResidencyRange> ranges, std::span<const cudaEvent_t> after,
                        const MoveEvents& events, bool to_device);
+  // One batched discard (Drop checks that the driver has the call).
   bool Discard(std::span<const ResidencyRange> ranges, cudaStream_t s);
   bool DiscardAndPrefetch(std::span<const ResidencyRange> ranges, cudaStream_t s);
   // Work given to `then` from now on runs after everything given to `first` so far.
