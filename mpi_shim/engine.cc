@@ -735,6 +735,7 @@ void Engine::RunGroup(const GroupPtr& g) {
     }
   }
   memory_.Sync();
+  r.moved = MonotonicSeconds();
 
   const Call& first = *g->calls.front();
   void* work = nullptr;

@@ -57,8 +57,8 @@ Status Timeline::Write(const std::string& path, int rank, int size) const {
   auto& groups = j["groups"] = nlohmann::json::array();
   for (const GroupRecord& g : groups_) {
     groups.push_back({{"id", g.id}, {"round", g.round}, {"first", g.first}, {"last", g.last}, {"bytes", g.bytes},
-                      {"planned", g.planned}, {"closed", g.closed}, {"start", g.start}, {"reduced", g.reduced},
-                      {"updated", g.updated}, {"done", g.done}});
+                      {"planned", g.planned}, {"closed", g.closed}, {"start", g.start}, {"moved", g.moved},
+                      {"reduced", g.reduced}, {"updated", g.updated}, {"done", g.done}});
   }
   auto& plans = j["plans"] = nlohmann::json::array();
   for (const PlanRecord& p : plans_) {

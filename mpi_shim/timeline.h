@@ -31,7 +31,8 @@ struct GroupRecord {
   uint64_t bytes = 0;
   bool planned = false;     // closed by a merge plan (else one call per group)
   double closed = 0;        // its last call arrived (or a wait flushed it)
-  double start = 0;         // the communication thread began the reduction
+  double start = 0;         // the communication thread began with it: the data goes to the host first
+  double moved = 0;         // the data was on the host (the memory hooks' sync): the exchange begins
   double reduced = 0;       // the reduced data was in the callers' buffers
   double updated = 0;       // host updates done (0: none)
   double done = 0;          // requests completed

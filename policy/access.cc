@@ -67,6 +67,14 @@ bool ValueReadFrom(const AccessModel& acc, trace::BufferId b, uint32_t op) {
   return acc.persistent[b] && !acc.dead_at_wrap[b];
 }
 
+void HomeOnHost(AccessModel& acc, const std::vector<bool>& host) {
+  for (size_t b = 0; b < host.size() && b < acc.host_home.size(); ++b) {
+    if (!host[b] || !acc.persistent[b]) continue;
+    acc.host_home[b] = true;
+    acc.dead_at_wrap[b] = false;
+  }
+}
+
 AccessModel BuildAccessModel(const trace::Iteration& it) {
   AccessModel m;
   const size_t nb = it.buffers.size(), no = it.ops.size();
@@ -85,6 +93,7 @@ AccessModel BuildAccessModel(const trace::Iteration& it) {
   std::vector<uint32_t> last_writer(nb, kInitialValue);
   std::vector<bool> first_use_seen(nb, false);
   m.dead_at_wrap.assign(nb, false);
+  m.host_home.assign(nb, false);
 
   for (const trace::Op& op : it.ops) {
     OpAccess& a = m.ops[op.id];

@@ -24,6 +24,10 @@ struct AccessModel {
   std::vector<bool> dead_at_wrap;              // per buffer: its first use overwrites it, so nothing it held
                                                // before the iteration is ever read
   std::vector<bool> recomputable;              // per op: re-running it only rebuilds non-persistent buffers
+  // Per buffer: the host reads or writes its value between iterations (data parallel: a gradient the ranks
+  // exchange, a parameter the host optimizer updates; HomeOnHost). Every plan keeps it off the device between
+  // iterations: it comes in for its first use and goes back (its value written back) after its last.
+  std::vector<bool> host_home;
   std::vector<std::vector<uint32_t>> uses;     // per buffer: ops that read or write it, ascending
   // Per op, parallel to ops[i].reads: the op whose write produced the value read (kInitialValue: none did).
   std::vector<std::vector<uint32_t>> read_from;
@@ -41,6 +45,10 @@ struct AccessModel {
 // Effective accesses. A view op (aten::detach, view, t, ...) that names an existing buffer as written creates
 // no data: it reads it. A touch may read and write. In-place ops list the buffer in both sets.
 AccessModel BuildAccessModel(const trace::Iteration& it);
+
+// Marks the persistent buffers flagged in `host` (per buffer; may be shorter) as homed on the host: the host
+// reads their value after the iteration, so none is dead at the wrap even when its first use overwrites it.
+void HomeOnHost(AccessModel& acc, const std::vector<bool>& host);
 
 // Whether the value buffer `b` holds right before op `op` is read again: by an op at or after it, before a write
 // that does not read it gives the buffer a new value, or (carried over) by the next iteration.

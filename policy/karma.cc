@@ -393,9 +393,18 @@ int PolishKarmaPlan(const SimInput& in, const KarmaPlanOptions& options, Candida
 // simulated; capacity-only and checkpoint-only plans are candidates too, so KARMA is never slower than either.
 Result<Plan> PlanKarma(const SimInput& in) {
   if (Result<Plan> incore = PlanInCore(in); incore.ok()) {
-    incore->strategy = "karma";
-    incore->note = "fits in core";
-    return incore;
+    const auto homed = std::count(in.access.host_home.begin(), in.access.host_home.end(), true);
+    if (homed == 0) {
+      incore->strategy = "karma";
+      incore->note = "fits in core";
+      return incore;
+    }
+    // Nothing else moves, but what the host reads and writes between iterations comes in and goes back.
+    PlanBuilder b(in, "karma");
+    b.set_managed_memory(true);
+    Plan plan = b.Finish(in.capacity);
+    plan.note = fmt::format("fits in core; {} buffers homed on the host come in and go back", homed);
+    return plan;
   }
   const PlanningModel m = BuildPlanningModel(in);
   const uint64_t total_saved = SavedBytes(m);

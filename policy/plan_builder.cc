@@ -155,10 +155,13 @@ std::vector<uint64_t> StaticMemory(const SimInput& in, const Plan& plan) {
 }
 
 PlanBuilder::PlanBuilder(const SimInput& in, std::string strategy)
-    : in_(in), strategy_(std::move(strategy)), host_home_(in.it->buffers.size(), false) {}
+    : in_(in), strategy_(std::move(strategy)), host_home_(in.access.host_home) {
+  host_home_.resize(in.it->buffers.size(), false);
+}
 
 void PlanBuilder::SetHostResident(std::vector<trace::BufferId> buffers) {
-  std::fill(host_home_.begin(), host_home_.end(), false);
+  host_home_ = in_.access.host_home;
+  host_home_.resize(in_.it->buffers.size(), false);
   for (trace::BufferId b : buffers) host_home_[b] = true;
 }
 

@@ -46,7 +46,8 @@ class PlanBuilder {
  public:
   PlanBuilder(const SimInput& in, std::string strategy);
 
-  // Persistent buffers kept off the device between iterations. Finish() brings each in before its first
+  // Persistent buffers kept off the device between iterations, beside those the input homes on the host
+  // (AccessModel::host_home), which every plan keeps there. Finish() brings each in before its first
   // use (unless that use overwrites it) and sends it back (or drops it, when the host copy is current or its
   // value is dead) after its last use.
   void SetHostResident(std::vector<trace::BufferId> buffers);

@@ -107,7 +107,7 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec) {
 }
 
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
-                    const std::vector<bool>& no_recompute) {
+                    const PlanFlags& flags) {
   trace::Iteration shape = planning;
   for (trace::Op& op : shape.ops) op.duration_ns = 0;
   // The planner's version is part of it: a plan an older planner made for the same inputs is made again.
@@ -115,7 +115,9 @@ std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& p
       policy::Fingerprint(shape, fmt::format("{} (planner {})", policy::ProfileLabel(profile), solver::kPlannerVersion),
                           capacity);
   // Ops excluded after a failed validation make a different plan for the same iteration.
-  if (const std::string tag = policy::FlagSetTag(no_recompute); !tag.empty()) key += "-" + tag;
+  if (const std::string tag = policy::FlagSetTag(flags.no_recompute); !tag.empty()) key += "-" + tag;
+  // So do buffers homed on the host.
+  if (const std::string tag = policy::FlagSetTag(flags.host_home); !tag.empty()) key += "-h" + tag;
   return key;
 }
 
@@ -124,10 +126,11 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   const RecordedIteration& rec = *req.recorded;
   const trace::Iteration planning = PlanningIteration(rec.it, req.profile);
   PlanOutcome out;
-  out.key = PlanKey(planning, req.profile, req.capacity, req.no_recompute);
+  out.key = PlanKey(planning, req.profile, req.capacity, req.flags);
   if (!req.cache_dir.empty()) out.path = req.cache_dir + "/" + out.key + ".plan.json";
 
   policy::SimInput in = policy::MakeSimInput(planning, req.profile, req.capacity);
+  policy::HomeOnHost(in.access, req.flags.host_home);
   out.incore_s = policy::IdealSeconds(in.op_seconds);
   const std::vector<trace::Lifetime> lifetimes = trace::ComputeLifetimes(planning);
   out.incore_peak_bytes = trace::IdealMemory(planning, lifetimes).peak_bytes;
@@ -156,7 +159,7 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
 
   const std::vector<bool> can = RecomputableByExecutor(rec);
   for (size_t i = 0; i < in.access.recomputable.size(); ++i) {
-    const bool excluded = i < req.no_recompute.size() && req.no_recompute[i];
+    const bool excluded = i < req.flags.no_recompute.size() && req.flags.no_recompute[i];
     if (in.access.recomputable[i] && !can[i]) {
       KARMA_LOG(kDebug, "op {} ({}) cannot be recomputed by the executor", i, rec.it.ops[i].name);
     }

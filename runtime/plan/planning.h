@@ -25,12 +25,21 @@ const policy::HwProfile& ProfileForDevice(const std::string& device_name);
 // enough to plan again with them (policy::WithLink): below 0.8x or above 1.25x in a direction measured.
 bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw);
 
+// What the planner is told beside the iteration, per op and per buffer of it (either may be empty).
+struct PlanFlags {
+  std::vector<bool> no_recompute;  // per op: a recompute candidate that failed its validation
+  // Per buffer: the host reads or writes its value between iterations (data parallel: the gradients libkarma_mpi.so
+  // exchanges, the parameters it updates on the host). The plan keeps each off the device between iterations
+  // (policy::HomeOnHost).
+  std::vector<bool> host_home;
+};
+
 struct PlanRequest {
   const RecordedIteration* recorded = nullptr;
   policy::HwProfile profile{};
   uint64_t capacity = 0;          // KARMA_CAPACITY resolved: device bytes for tensors
   std::string cache_dir;          // KARMA_TRACE_DIR; empty: no plan file
-  std::vector<bool> no_recompute;  // per op: a recompute candidate that failed its validation (may be empty)
+  PlanFlags flags;
   // Planner II (solver::PlanKarma: GLPK, warm-started from the heuristic plan) instead of Planner I's search. It
   // improves on a plan already made: no plan file is read, and the file is written only when the plan simulates
   // faster than `improve_on_s` (0: always).
@@ -85,9 +94,9 @@ std::vector<bool> RecomputableByExecutor(const RecordedIteration& rec);
 // The key of the plan cache: policy::Fingerprint of the planning iteration with measured durations left out
 // (they vary from run to run on a GPU), the profile (policy::ProfileLabel), the capacity and
 // solver::kPlannerVersion, plus the ops
-// excluded from recompute.
+// excluded from recompute and the buffers homed on the host.
 std::string PlanKey(const trace::Iteration& planning, const policy::HwProfile& profile, uint64_t capacity,
-                    const std::vector<bool>& no_recompute);
+                    const PlanFlags& flags);
 
 // Plans with KARMA's planner, or reuses CACHE_DIR/<key>.plan.json when it exists and was made for the same key;
 // writes that file otherwise (with `ilp`, see PlanRequest). A plan that fits in core has no actions.

@@ -366,6 +366,29 @@ cudaEvent_t Executor::MoveLocked(const std::vector<cudaEvent_t>& waits, const st
   return t.seq != 0 ? events.done : nullptr;  // no seq: nothing was to be moved
 }
 
+bool Executor::MoveForHost(uint64_t addr, uint64_t bytes, bool to_device, cudaEvent_t done) {
+  std::lock_guard lock(mu_);
+  const ResidencyRange pages[] = {OwnedPages({addr, bytes})};
+  if (pages[0].bytes == 0) return false;
+  (to_device ? stats_->prefetched_bytes : stats_->evicted_bytes).fetch_add(pages[0].bytes, std::memory_order_relaxed);
+  const MoveEvents events{done, nullptr};
+  const ResidencyTicket t = to_device ? residency_->Fetch(pages, {}, events) : residency_->Evict(pages, {}, events);
+  if (t.seq == 0) return false;
+  residency_->Recorded(done);  // a mover thread may issue it: the caller waits on it next
+  return true;
+}
+
+bool Executor::PlanBringsBack(uint64_t addr) const {
+  std::lock_guard lock(mu_);
+  const ReplayProgram* p = pending_ ? pending_.get() : prog_.get();
+  if (p == nullptr) return false;
+  for (size_t b = 0; b < p->host_home.size(); ++b) {
+    const ReplayBuffer& rb = p->buffers[b];
+    if (p->host_home[b] && addr >= rb.address && addr < rb.address + rb.bytes) return true;
+  }
+  return false;
+}
+
 void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   const std::vector<ReplayProgram::Item>& items = p.after[k];

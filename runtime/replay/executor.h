@@ -111,6 +111,15 @@ class Executor {
   // With explicit iteration markers: the next op starts an iteration.
   void OnMarker(uint64_t next_op);
 
+  // Data parallel (libkarma_mpi.so's memory hooks, runtime/session/data_parallel_memory.h), from any thread: the
+  // whole residency pages of [addr, addr + bytes) leave the device (or come back) through the residency, after what
+  // it was given before; `done` (the caller's event) is recorded once they have. False when nothing was to move
+  // (the range owns no whole page): `done` is not recorded.
+  bool MoveForHost(uint64_t addr, uint64_t bytes, bool to_device, cudaEvent_t done);
+  // Whether the program running (or waiting to start) homes a buffer at `addr` on the host: its plan brings it back
+  // before the next use, so the host's updates need no move of their own.
+  bool PlanBringsBack(uint64_t addr) const;
+
   // What the session must do: nothing, record again (repeated divergence), or plan again without the ops of
   // rejected recomputes (rejected_ops()).
   enum class Request : uint8_t { kNone = 0, kRerecord = 1, kReplan = 2 };

@@ -78,6 +78,10 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   const auto n = static_cast<uint32_t>(it.ops.size());
   prog->period = n;
   prog->buffers = rec.buffers;
+  prog->host_home.assign(rec.buffers.size(), false);
+  for (trace::BufferId b : plan.host_resident) {
+    if (b < prog->host_home.size()) prog->host_home[b] = true;
+  }
   prog->after.resize(n + 1);
   prog->waits.resize(n);
   prog->recompute_before.resize(n);

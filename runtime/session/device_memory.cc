@@ -1,6 +1,8 @@
 // The session's device memory: the budget from the device, the residency chosen once, memory queries.
 #include "runtime/session/device_memory.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 
 #include "ground/common/log.h"
@@ -45,6 +47,18 @@ void DeviceMemory::EnsureDeviceInfo() {
 
 void DeviceMemory::ChooseResidency(uint64_t budget) {
   if (config_.residency == ResidencyChoice::kManaged || config_.mode == Mode::kUm) return;
+  // libkarma_mpi.so reads and writes the application's buffers on host threads (reductions, host updates): the copy
+  // path's memory is the device's alone.
+  if (dlsym(RTLD_DEFAULT, "karma_dp_set_memory_hooks") != nullptr) {
+    const bool asked = config_.residency == ResidencyChoice::kCopy;
+    const LogLevel level = asked ? LogLevel::kWarn : LogLevel::kInfo;
+    if (LogEnabled(level)) {
+      LogMessage(level, fmt::format("KARMA_RESIDENCY={}: managed memory, since libkarma_mpi.so reads and writes the "
+                                    "application's buffers on the host, which the copy path's device memory does not "
+                                    "allow", asked ? "copy" : "auto"));
+    }
+    return;
+  }
   auto r = CopyResidency::Create(driver_api_(), device(), budget);
   if (!r.ok()) {
     if (config_.residency == ResidencyChoice::kCopy) {

@@ -22,8 +22,9 @@ constexpr double kTrialSlower = 1.02;
 }  // namespace
 
 PlanControl::PlanControl(const SessionConfig& config, const CudaApi& api, Executor& executor, Worker& worker,
-                         Observer& observer, DeviceMemory& memory)
-    : config_(config), api_(api), executor_(executor), worker_(worker), observer_(observer), memory_(memory) {}
+                         Observer& observer, DeviceMemory& memory, const DataParallelMemory& data_parallel)
+    : config_(config), api_(api), executor_(executor), worker_(worker), observer_(observer), memory_(memory),
+      data_parallel_(data_parallel) {}
 
 // ---- the trace ----
 
@@ -97,6 +98,7 @@ void PlanControl::FailPlanning(const std::string& why) {
 void PlanControl::PlanAndInstall(const std::shared_ptr<const RecordedIteration>& rec,
                                  const std::vector<bool>& no_recompute) {
   try {
+    const PlanFlags flags{no_recompute, data_parallel_.HomedBuffers(*rec)};
     const uint64_t period = observer_.counter().period();
     if (!observer_.marker_mode() && rec->it.ops.size() != period) {
       FailPlanning(fmt::format("the recording kept {} of the iteration's {} ops", rec->it.ops.size(), period));
@@ -106,11 +108,11 @@ void PlanControl::PlanAndInstall(const std::shared_ptr<const RecordedIteration>&
     uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
     // On the copy path the device holds whole chunks: the pool's size is the budget.
     if (CopyResidency* res = memory_.residency(); res != nullptr) capacity = AlignDown(capacity, res->granularity());
-    if (config_.mode == Mode::kAuto) profile = SettleRecordedLink(*rec, profile, capacity, no_recompute);
+    if (config_.mode == Mode::kAuto) profile = SettleRecordedLink(*rec, profile, capacity, flags);
     if (config_.mode == Mode::kReplay) {
-      InstallGivenPlan(*rec, profile, capacity, no_recompute);
+      InstallGivenPlan(*rec, profile, capacity, flags);
     } else {
-      PlanAndInstallNew(*rec, profile, capacity, no_recompute);
+      PlanAndInstallNew(*rec, profile, capacity, flags);
     }
   } catch (const std::exception& e) {
     FailPlanning(std::string("internal error while planning: ") + e.what());
@@ -120,17 +122,17 @@ void PlanControl::PlanAndInstall(const std::shared_ptr<const RecordedIteration>&
 }
 
 void PlanControl::InstallGivenPlan(const RecordedIteration& rec, const policy::HwProfile& profile, uint64_t capacity,
-                                   const std::vector<bool>& no_recompute) {
+                                   const PlanFlags& flags) {
   auto read = policy::ReadPlanFile(config_.plan_path);
   if (!read.ok()) {
     FailPlanning(read.status().message());
     return;
   }
-  std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, no_recompute);
+  std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, flags);
   // A plan made with the link rates another run measured names them.
   policy::HwProfile planned_with = profile;
   if (read->fingerprint != key && policy::ProfileFromLabel(profile, read->profile, &planned_with)) {
-    key = PlanKey(PlanningIteration(rec.it, planned_with), planned_with, capacity, no_recompute);
+    key = PlanKey(PlanningIteration(rec.it, planned_with), planned_with, capacity, flags);
   }
   if (read->fingerprint != key) {
     FailPlanning(fmt::format("KARMA_PLAN={} was made for inputs {}, this run's are {} (another program, iteration, "
@@ -143,13 +145,13 @@ void PlanControl::InstallGivenPlan(const RecordedIteration& rec, const policy::H
 }
 
 void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::HwProfile& profile,
-                                    uint64_t capacity, const std::vector<bool>& no_recompute) {
+                                    uint64_t capacity, const PlanFlags& flags) {
   PlanRequest req;
   req.recorded = &rec;
   req.profile = profile;
   req.capacity = capacity;
   req.cache_dir = config_.trace_dir;
-  req.no_recompute = no_recompute;
+  req.flags = flags;
   req.cancel = &stop_planning_;
   auto outcome = MakeRuntimePlan(req);
   if (!outcome.ok()) {
@@ -157,6 +159,12 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
     return;
   }
   NotePlan(*outcome, rec, profile, capacity);
+  if (const auto homed = std::count(flags.host_home.begin(), flags.host_home.end(), true); homed > 0) {
+    uint64_t bytes = 0;
+    for (size_t b = 0; b < flags.host_home.size(); ++b) bytes += flags.host_home[b] ? rec.buffers[b].bytes : 0;
+    KARMA_LOG(kInfo, "data parallel: the plan keeps the {} buffers ({}) libkarma_mpi.so exchanges or updates on the "
+              "host off the device between iterations", homed, FormatBytes(bytes));
+  }
   if (Status st = CompileAndInstall(rec, outcome->plan, outcome->path, profile); !st.ok()) {
     FailPlanning(st.message());
     return;
@@ -329,7 +337,7 @@ void PlanControl::ReadLinkRecordOnce(const std::string& device) {
 }
 
 policy::HwProfile PlanControl::SettleRecordedLink(const RecordedIteration& rec, const policy::HwProfile& profile,
-                                                  uint64_t capacity, const std::vector<bool>& no_recompute) {
+                                                  uint64_t capacity, const PlanFlags& flags) {
   std::vector<std::string> went_back;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -339,7 +347,7 @@ policy::HwProfile PlanControl::SettleRecordedLink(const RecordedIteration& rec, 
     }
     went_back = link_.recorded_went_back;
   }
-  const std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, no_recompute);
+  const std::string key = PlanKey(PlanningIteration(rec.it, profile), profile, capacity, flags);
   if (std::find(went_back.begin(), went_back.end(), key) == went_back.end()) return profile;
   const policy::HwProfile& device = ProfileForDevice(DeviceName());
   KARMA_LOG(kInfo, "an earlier run's plan for the link it measured ({}) replayed slower than the plan it replaced: "

@@ -21,14 +21,16 @@
 #include "runtime/plan/link_record.h"
 #include "runtime/plan/planning.h"
 #include "runtime/replay/executor.h"
+#include "runtime/session/data_parallel_memory.h"
 #include "runtime/session/device_memory.h"
 
 namespace karma::rt {
 
 class PlanControl {
  public:
+  // `data_parallel`: which buffers the data-parallel shim homes on the host, for the planner.
   PlanControl(const SessionConfig& config, const CudaApi& api, Executor& executor, Worker& worker, Observer& observer,
-              DeviceMemory& memory);
+              DeviceMemory& memory, const DataParallelMemory& data_parallel);
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
   void SetStats(live::Stats* stats) { stats_ = stats; }
@@ -65,10 +67,10 @@ class PlanControl {
   void FailPlanning(const std::string& why);
   // KARMA_MODE=replay: KARMA_PLAN, if it was made for these inputs.
   void InstallGivenPlan(const RecordedIteration& rec, const policy::HwProfile& profile, uint64_t capacity,
-                        const std::vector<bool>& no_recompute);
+                        const PlanFlags& flags);
   // Planner I (or a plan file made for the same inputs), then Planner II where it is clearly faster.
   void PlanAndInstallNew(const RecordedIteration& rec, const policy::HwProfile& profile, uint64_t capacity,
-                         const std::vector<bool>& no_recompute);
+                         const PlanFlags& flags);
   // The log's notes on a new plan: ops larger than the budget and late frees (once per process), what was planned.
   void NotePlan(const PlanOutcome& outcome, const RecordedIteration& rec, const policy::HwProfile& profile,
                 uint64_t capacity);
@@ -90,7 +92,7 @@ class PlanControl {
   // `profile` (PlanningProfile) for planning `rec`, or the device's own profile where it carries the recorded link
   // rates and the record says the plan for them replayed slower for these inputs (then link_.settled).
   policy::HwProfile SettleRecordedLink(const RecordedIteration& rec, const policy::HwProfile& profile,
-                                       uint64_t capacity, const std::vector<bool>& no_recompute);
+                                       uint64_t capacity, const PlanFlags& flags);
 
   const SessionConfig& config_;
   const CudaApi& api_;
@@ -98,6 +100,7 @@ class PlanControl {
   Worker& worker_;
   Observer& observer_;
   DeviceMemory& memory_;
+  const DataParallelMemory& data_parallel_;
   live::Stats* stats_ = nullptr;
   std::atomic<bool> stop_planning_{false};  // exiting: Planner II gives up (the heuristic plan stands)
   bool paged_reported_ = false;  // the ops larger than the budget were named (once per process)

@@ -94,8 +94,9 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
       pid_(pid),
       memory_(config_, api_, executor_, [this]() -> const CudaApi& { return ApiFor(CudaLib::kDriver); }),
       executor_(api_, &local_stats_),
+      data_parallel_(api_, executor_),
       observer_(config_, api_, worker_, this),
-      plan_(config_, api_, executor_, worker_, observer_, memory_) {
+      plan_(config_, api_, executor_, worker_, observer_, memory_, data_parallel_) {
   if (config_.live_view) {
     auto lv = LiveView::Create(pid_);
     if (lv.ok()) {
@@ -120,6 +121,8 @@ Session::Session(SessionConfig config, const CudaApi& api, int64_t pid, SymbolRe
   }
   SetState(records ? live::State::kDetecting : live::State::kUm);
   observer_.SetActive(records);
+  // Managed memory only: DeviceMemory leaves the copy path out where the shim is (the host cannot reach its memory).
+  data_parallel_.Install();
 }
 
 const CudaApi& Session::ApiFor(CudaLib lib) {
@@ -477,6 +480,7 @@ std::string Session::SummaryLine() const {
 void Session::Shutdown() noexcept {
   if (shut_down_.exchange(true) || forked_child_.load()) return;
   try {
+    data_parallel_.Uninstall();
     observer_.EndRecordingAtExit();
     plan_.StopPlanning();
     worker_.Drain();

@@ -16,6 +16,7 @@
 #include "runtime/base/worker.h"
 #include "runtime/observe/observer.h"
 #include "runtime/replay/executor.h"
+#include "runtime/session/data_parallel_memory.h"
 #include "runtime/session/device_memory.h"
 #include "runtime/session/plan_control.h"
 
@@ -157,6 +158,7 @@ class Session : private ObserverHost {
   // outlives the executor that moves it.
   DeviceMemory memory_;
   Executor executor_;
+  DataParallelMemory data_parallel_;
   Observer observer_;
   PlanControl plan_;
   Worker worker_;

@@ -145,43 +145,62 @@ host_updates)
 phasing)
   "${simrun[@]}" -- "$bin/mlp_trainer" --iters 5 --size-factor 2 --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
     fail "reference: $(cat "$tmp/ref.err")"
-  # The measured cost model, then a start-up cost of 20 ms (a slow network) that merges layers into phases.
+  LD_PRELOAD=$preload "${simrun[@]}" -- "$bin/mlp_trainer" --iters 5 --size-factor 2 --shards 2 --host-optimizer \
+    >"$tmp/ref_host" 2>"$tmp/ref.err" || fail "reference with host updates: $(cat "$tmp/ref.err")"
+  # The measured cost model, then a start-up cost of 20 ms (a slow network) that merges layers into phases; then
+  # the paper's pipeline with host updates (libkarma.so serving the shim's memory hooks), whose first group must
+  # be on the host, reduced and updated before the backward pass ends.
   # The merge plan comes from the calls' arrival times in host time: when other processes take the cores, a rank
   # can be held back long enough that its gradients arrive in one burst, and merging them all into one group is
   # then the rule's right answer, with nothing left to overlap. So the timing checks get up to three runs; the
   # results must equal the reference in every run.
-  for cost in "" "20000,1"; do
+  for run in measured 20000,1 host; do
+    cost=${run/measured/} extra=() ref=$tmp/ref check=()
+    if [[ $run == host ]]; then
+      cost="" extra=(--host-optimizer) ref=$tmp/ref_host check=(host)
+    fi
     for attempt in 1 2 3; do
       mpi 2 dp "KARMA_MPI_TIMELINE=$tmp/shim-%r.json" "KARMA_MPI_COST=$cost" -- "${simrun[@]}" -- \
-        "$bin/mlp_trainer_mpi" --iters 5 --size-factor 2 --mpi --timeline "$tmp/app-%r.json"
+        "$bin/mlp_trainer_mpi" --iters 5 --size-factor 2 --mpi --timeline "$tmp/app-%r.json" "${extra[@]}"
       [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
-      same_as_reference dp 2 "$tmp/ref"
-      /usr/bin/python3 "$src/tests/mpi/check_phasing.py" "$tmp" 2 "${cost:-measured}" && break
-      ((attempt < 3)) || fail "phasing (cost '$cost') in three runs"
-      echo "phasing (cost '$cost'): run $attempt did not show it; running again"
+      same_as_reference dp 2 "$ref"
+      /usr/bin/python3 "$src/tests/mpi/check_phasing.py" "$tmp" 2 "${cost:-measured}" "${check[@]}" && break
+      ((attempt < 3)) || fail "phasing ($run) in three runs"
+      echo "phasing ($run): run $attempt did not show it; running again"
     done
   done
   ;;
 
-replay_mlp | replay_skipnet)
+replay_mlp | replay_skipnet | replay_wide)
   # The data-parallel apps wait for each layer's gradient before exchanging it, so every layer of the backward
   # pass synchronizes and looks like an iteration to detection; once its replay keeps diverging it is rejected and
-  # the iteration is found (IterationDetector::Reject). Each rank then replays a plan at 3x its device memory:
-  # results equal to the 2-shard single-process run, and a steady virtual iteration (median of the last 4) within
-  # 1.15x of one process at the same per-rank batch.
+  # the iteration is found (IterationDetector::Reject). Each rank then replays a plan at 3x its device memory that
+  # keeps the gradients the shim exchanges and the parameters it updates off the device between iterations
+  # (libkarma.so serves the shim's memory hooks): results equal to the 2-shard single-process run, and a steady
+  # virtual iteration (median of the last 4) within 1.15x of one process at the same per-rank batch. `wide`: an mlp
+  # of 1.56 MiB layers on a 16 MiB device, whose gradients and parameters have whole pages of their own that the
+  # plan's moves carry (the others' share their pages with other buffers, which stay on the device).
   app=${case#replay_}_trainer
   m=64MiB
   [[ $mem == 8MiB ]] && m=8MiB  # sanitizer builds
   replay=("$src/scripts/simrun" --build "$build" --gpu h100-80g --karma --mem "$m")
   args=(--iters 16 --size-factor 3 --alloc async --host-optimizer)
+  if [[ $case == replay_wide ]]; then
+    app=mlp_trainer m=16MiB
+    replay=("$src/scripts/simrun" --build "$build" --gpu h100-80g --karma --mem "$m")
+    args+=(--width 640 --depth 4)
+  fi
   steady() { grep -E '^iter ' "$1" | tail -4 | awk '{print $NF}' | sort -n | awk '{a[NR]=$1} END {print (a[2]+a[3])/2}'; }
   LD_PRELOAD=$preload "${replay[@]}" -- "$bin/$app" "${args[@]}" --shards 2 >"$tmp/ref" 2>"$tmp/ref.err" ||
     fail "reference: $(cat "$tmp/ref.err")"
   LD_PRELOAD=$preload "${replay[@]}" -- "$bin/$app" "${args[@]}" >"$tmp/one" 2>"$tmp/one.err" ||
     fail "one process: $(cat "$tmp/one.err")"
-  mpi 2 dp -- "${replay[@]}" -- "$bin/${app}_mpi" "${args[@]}" --mpi
+  mpi 2 dp KARMA_LOG=info -- "${replay[@]}" -- "$bin/${app}_mpi" "${args[@]}" --mpi
   [[ $rc == 0 ]] || fail "exit $rc: $(tail -20 "$tmp/dp.log")"
   same_as_reference dp 2 "$tmp/ref"
+  homed=$(grep -o 'data parallel: the plan keeps the [0-9]* buffers ([^)]*)' "$tmp/dp.log" | tail -1)
+  [[ -n $homed ]] || fail "no plan homed the shim's buffers on the host: $(grep -E 'planned|libkarma_mpi' "$tmp/dp.log")"
+  echo "$homed"
   ops=$(grep -o 'iterations ([0-9]* ops each)' "$tmp/dp.log" | awk '{print $2}' | tr -d '(' | sort -n | head -1)
   one_ops=$(grep -o 'iterations ([0-9]* ops each)' "$tmp/one.err" | awk '{print $2}' | tr -d '(')
   [[ -n $ops && $ops == "$one_ops" ]] || fail "the ranks detected iterations of '${ops:-no}' ops, one process of $one_ops"

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "policy/strategies.h"
+
 #include "tests/planner/planner_test_util.h"
 
 namespace karma::testing {
@@ -127,6 +131,56 @@ TEST(DataParallelTest, AnInfeasiblePlanHasNoPipeline) {
       policy::SimulateDataParallel(in, PlanOf({}), sim, Options(policy::DataParallelOptions::Exchange::kPhased));
   EXPECT_FALSE(r.feasible);
   EXPECT_NE(r.reason.find("too big"), std::string::npos);
+}
+
+// With the host optimizer the ranks update the parameters on the host: the recorded iteration has no optimizer
+// ops, and the runtime homes the exchanged gradients and the updated parameters on the host (AccessModel::
+// host_home). Every plan then brings each parameter in before its first forward read and sends each gradient out
+// after the backward pass has written it, even where the device has room for everything.
+TEST(DataParallelTest, HostHomedBuffersComeInAndGoOutInEveryPlan) {
+  trace::Iteration it;
+  const trace::BufferId x = AddBuffer(it, 100, BufferKind::kInput);
+  const trace::BufferId w1 = AddBuffer(it, 40, BufferKind::kParam), w2 = AddBuffer(it, 40, BufferKind::kParam);
+  const trace::BufferId g1 = AddBuffer(it, 40, BufferKind::kGrad), g2 = AddBuffer(it, 40, BufferKind::kGrad);
+  const trace::BufferId a1 = AddBuffer(it, 200, BufferKind::kActivation);
+  const trace::BufferId a2 = AddBuffer(it, 100, BufferKind::kActivation);
+  AddTimedOp(it, Phase::kForward, {x, w1}, {a1}, 100);
+  AddTimedOp(it, Phase::kForward, {a1, w2}, {a2}, 100);
+  AddTimedOp(it, Phase::kBackward, {a2, a1, w2}, {g2}, 100);
+  AddTimedOp(it, Phase::kBackward, {a1, x, w1}, {g1}, 100);
+  policy::SimInput in = policy::MakeSimInput(it, NanosecondProfile(), 1 << 20);
+  const policy::Evaluation free = policy::Evaluate("karma", in);
+  ASSERT_TRUE(free.feasible) << free.reason;
+  EXPECT_TRUE(free.plan.host_resident.empty());
+  EXPECT_TRUE(free.plan.actions.empty());  // everything fits
+
+  std::vector<bool> host(it.buffers.size(), false);
+  for (trace::BufferId b : {w1, w2, g1, g2, a1}) host[b] = true;  // a1 is not persistent: not homed
+  policy::HomeOnHost(in.access, host);
+  EXPECT_FALSE(in.access.host_home[a1]);
+  EXPECT_FALSE(in.access.dead_at_wrap[g1]);  // its first use overwrites it, but the host reads it afterwards
+  const policy::Evaluation e = policy::Evaluate("karma", in);
+  ASSERT_TRUE(e.feasible) << e.reason;
+  std::vector<trace::BufferId> homed = e.plan.host_resident;
+  std::sort(homed.begin(), homed.end());
+  EXPECT_EQ(homed, (std::vector<trace::BufferId>{w1, w2, g1, g2}));
+  auto find = [&](policy::ActionKind kind, trace::BufferId b) {
+    return std::find_if(e.plan.actions.begin(), e.plan.actions.end(),
+                        [&](const policy::Action& a) { return a.kind == kind && a.buffer == b; });
+  };
+  // Parameters in before their first forward read, gradients out (written back, not dropped) after their write.
+  for (auto [w, first] : {std::pair{w1, 0u}, std::pair{w2, 1u}}) {
+    const auto in_w = find(policy::ActionKind::kSwapIn, w);
+    ASSERT_NE(in_w, e.plan.actions.end()) << "parameter " << w;
+    EXPECT_EQ(in_w->before, first);
+  }
+  for (auto [g, written] : {std::pair{g2, 2}, std::pair{g1, 3}}) {
+    const auto out = find(policy::ActionKind::kSwapOut, g);
+    ASSERT_NE(out, e.plan.actions.end()) << "gradient " << g;
+    EXPECT_EQ(out->after, written);
+    EXPECT_EQ(find(policy::ActionKind::kDiscard, g), e.plan.actions.end());
+  }
+  EXPECT_EQ(e.sim.swap_out_bytes, 80u);  // the gradients; the parameters' host copies stay current
 }
 
 }  // namespace

@@ -256,7 +256,10 @@ TEST(PlanKey, NamesTheInputsTheExclusionsAndThePlannerVersion) {
   const std::string key = PlanKey(rec.it, hw, 1 << 20, {});
   EXPECT_EQ(key, PlanKey(rec.it, hw, 1 << 20, {}));
   EXPECT_NE(key, PlanKey(rec.it, hw, 2 << 20, {}));
-  EXPECT_NE(key, PlanKey(rec.it, hw, 1 << 20, {false, true}));
+  EXPECT_NE(key, PlanKey(rec.it, hw, 1 << 20, PlanFlags{{false, true}, {}}));
+  // Buffers homed on the host (data parallel) make another plan too, not the same as excluding the same ops.
+  EXPECT_NE(key, PlanKey(rec.it, hw, 1 << 20, PlanFlags{{}, {false, true}}));
+  EXPECT_NE(PlanKey(rec.it, hw, 1 << 20, PlanFlags{{}, {false, true}}), PlanKey(rec.it, hw, 1 << 20, PlanFlags{{false, true}, {}}));
   EXPECT_EQ(key.find(policy::Fingerprint(rec.it, hw.name, 1 << 20)), std::string::npos);
 }
 

@@ -1,0 +1,120 @@
+// The data-parallel shim's memory hooks, served through the executor's residency.
+#include "runtime/session/data_parallel_memory.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "ground/common/log.h"
+
+namespace karma::rt {
+
+bool DataParallelMemory::Install() {
+  // Only a shim already in the process (preloaded): libkarma.so never loads it.
+  auto set = reinterpret_cast<karma_status (*)(const karma_dp_memory_hooks*)>(
+      dlsym(RTLD_DEFAULT, "karma_dp_set_memory_hooks"));
+  if (set == nullptr) return false;
+  karma_dp_memory_hooks hooks{};
+  hooks.ctx = this;
+  hooks.to_host = &DataParallelMemory::ToHost;
+  hooks.sync = &DataParallelMemory::Sync;
+  hooks.to_device = &DataParallelMemory::ToDevice;
+  if (set(&hooks) != KARMA_OK) {
+    KARMA_LOG(kWarn, "libkarma_mpi.so refused the memory hooks: it moves the buffers it updates itself");
+    return false;
+  }
+  {
+    std::lock_guard lock(mu_);
+    set_hooks_ = set;
+  }
+  KARMA_LOG(kInfo, "libkarma_mpi.so: the buffers it exchanges and updates on the host move through the plan");
+  return true;
+}
+
+void DataParallelMemory::Uninstall() {
+  karma_status (*set)(const karma_dp_memory_hooks*) = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    set = set_hooks_;
+    set_hooks_ = nullptr;
+  }
+  if (set != nullptr) set(nullptr);
+}
+
+std::vector<bool> DataParallelMemory::HomedBuffers(const RecordedIteration& rec) const {
+  std::lock_guard lock(mu_);
+  if (seen_.empty()) return {};
+  std::vector<bool> homed(rec.buffers.size(), false);
+  for (size_t b = 0; b < rec.buffers.size(); ++b) {
+    const uint64_t lo = rec.buffers[b].address, hi = lo + rec.buffers[b].bytes;
+    if (hi == lo) continue;
+    // The first range that ends after lo: the one starting at or before it, or the next one.
+    auto it = seen_.upper_bound(lo);
+    if (it != seen_.begin() && std::prev(it)->second > lo) --it;
+    homed[b] = it != seen_.end() && it->first < hi && it->second > lo;
+  }
+  return homed;
+}
+
+cudaEvent_t DataParallelMemory::EventLocked() {
+  if (!spare_.empty()) {
+    cudaEvent_t e = spare_.back();
+    spare_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  LastErrorScope errors(api_);
+  if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+    errors.Failed();
+    return nullptr;
+  }
+  return e;
+}
+
+void DataParallelMemory::ToHost(void* ctx, const void* p, size_t bytes) {
+  auto* self = static_cast<DataParallelMemory*>(ctx);
+  const uint64_t addr = reinterpret_cast<uint64_t>(p);
+  if (bytes == 0) return;
+  std::lock_guard lock(self->mu_);
+  uint64_t& end = self->seen_[addr];
+  end = std::max(end, addr + bytes);
+  // The pages go after whatever the plan moved before: an eviction the plan made after the buffer's last use
+  // leaves this one nothing to copy.
+  cudaEvent_t done = self->EventLocked();
+  if (done == nullptr) return;  // the host reads the bytes where they are (managed memory)
+  if (self->executor_.MoveForHost(addr, bytes, /*to_device=*/false, done)) {
+    self->pending_.push_back(done);
+  } else {
+    self->spare_.push_back(done);
+  }
+}
+
+void DataParallelMemory::Sync(void* ctx) {
+  auto* self = static_cast<DataParallelMemory*>(ctx);
+  std::vector<cudaEvent_t> pending;
+  {
+    std::lock_guard lock(self->mu_);
+    pending.swap(self->pending_);
+  }
+  LastErrorScope errors(self->api_);
+  for (cudaEvent_t e : pending) {
+    if (self->api_.cudaEventSynchronize(e) != cudaSuccess) errors.Failed();
+  }
+  std::lock_guard lock(self->mu_);
+  self->spare_.insert(self->spare_.end(), pending.begin(), pending.end());
+}
+
+void DataParallelMemory::ToDevice(void* ctx, const void* p, size_t bytes) {
+  auto* self = static_cast<DataParallelMemory*>(ctx);
+  const uint64_t addr = reinterpret_cast<uint64_t>(p);
+  // A buffer the running plan homes on the host comes back at the plan's time, before its next use.
+  if (bytes == 0 || self->executor_.PlanBringsBack(addr)) return;
+  std::lock_guard lock(self->mu_);
+  cudaEvent_t done = self->EventLocked();
+  if (done == nullptr) return;
+  self->executor_.MoveForHost(addr, bytes, /*to_device=*/true, done);
+  self->spare_.push_back(done);  // nobody waits for it: the device's own use does (managed memory)
+}
+
+}  // namespace karma::rt
