@@ -382,9 +382,9 @@ bool Executor::PlanBringsBack(uint64_t addr) const {
   std::lock_guard lock(mu_);
   const ReplayProgram* p = pending_ ? pending_.get() : prog_.get();
   if (p == nullptr) return false;
-  for (size_t b = 0; b < p->host_home.size(); ++b) {
+  for (size_t b = 0; b < p->brought_back.size(); ++b) {
     const ReplayBuffer& rb = p->buffers[b];
-    if (p->host_home[b] && addr >= rb.address && addr < rb.address + rb.bytes) return true;
+    if (p->brought_back[b] && addr >= rb.address && addr < rb.address + rb.bytes) return true;
   }
   return false;
 }

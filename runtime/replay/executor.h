@@ -116,8 +116,8 @@ class Executor {
   // it was given before; `done` (the caller's event) is recorded once they have. False when nothing was to move
   // (the range owns no whole page): `done` is not recorded.
   bool MoveForHost(uint64_t addr, uint64_t bytes, bool to_device, cudaEvent_t done);
-  // Whether the program running (or waiting to start) homes a buffer at `addr` on the host: its plan brings it back
-  // before the next use, so the host's updates need no move of their own.
+  // Whether the program running (or waiting to start) homes a buffer at `addr` on the host and swaps it in before the
+  // iteration's first use of it: the host's updates to it need no move of their own.
   bool PlanBringsBack(uint64_t addr) const;
 
   // What the session must do: nothing, record again (repeated divergence), or plan again without the ops of

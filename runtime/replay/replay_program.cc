@@ -78,9 +78,12 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   const auto n = static_cast<uint32_t>(it.ops.size());
   prog->period = n;
   prog->buffers = rec.buffers;
-  prog->host_home.assign(rec.buffers.size(), false);
+  prog->brought_back.assign(rec.buffers.size(), false);
   for (trace::BufferId b : plan.host_resident) {
-    if (b < prog->host_home.size()) prog->host_home[b] = true;
+    const bool swapped_in = std::any_of(plan.actions.begin(), plan.actions.end(), [&](const policy::Action& a) {
+      return a.kind == policy::ActionKind::kSwapIn && a.buffer == b;
+    });
+    if (b < prog->brought_back.size()) prog->brought_back[b] = swapped_in;
   }
   prog->after.resize(n + 1);
   prog->waits.resize(n);

@@ -52,9 +52,9 @@ struct ReplayProgram {
   std::vector<uint64_t> shape;                    // per position: the op's shape signature
   std::vector<StreamKey> stream;                  // per position: the op's stream
   std::vector<ReplayBuffer> buffers;              // per trace buffer
-  // Per trace buffer: the plan keeps it off the device between iterations (policy::Plan::host_resident), bringing
-  // it in before its first use and sending it back after its last.
-  std::vector<bool> host_home;
+  // Per trace buffer: the plan keeps it off the device between iterations (policy::Plan::host_resident) and a
+  // swap-in brings it back before the iteration's first use of it.
+  std::vector<bool> brought_back;
   std::vector<uint64_t> alloc_size;               // per allocation ordinal of the iteration: its size
   // after[0]: issued before op 0 (the plan's "at start"); after[p + 1]: once op p has completed.
   std::vector<std::vector<Item>> after;

@@ -45,8 +45,22 @@ void DataParallelMemory::Uninstall() {
 std::vector<bool> DataParallelMemory::HomedBuffers(const RecordedIteration& rec) const {
   std::lock_guard lock(mu_);
   if (seen_.empty()) return {};
-  std::vector<bool> homed(rec.buffers.size(), false);
-  for (size_t b = 0; b < rec.buffers.size(); ++b) {
+  // The last op of the iteration that writes each buffer, and the last that reads it (kNone: none).
+  const size_t n = rec.buffers.size();
+  std::vector<uint32_t> last_write(n, trace::kNone), last_read(n, trace::kNone);
+  for (const trace::Op& op : rec.it.ops) {
+    for (const std::vector<trace::BufferId>* list : {&op.reads, &op.touches}) {
+      for (trace::BufferId b : *list) last_read[b] = op.id;
+    }
+    for (const std::vector<trace::BufferId>* list : {&op.writes, &op.touches}) {
+      for (trace::BufferId b : *list) last_write[b] = op.id;
+    }
+  }
+  std::vector<bool> homed(n, false);
+  for (size_t b = 0; b < n; ++b) {
+    // A value the device reads after its last write is the device's to finish with (a gradient the application's
+    // own optimizer applies once it is reduced): the shim hands it over and gets it back within the iteration.
+    if (last_write[b] != trace::kNone && last_read[b] != trace::kNone && last_read[b] > last_write[b]) continue;
     const uint64_t lo = rec.buffers[b].address, hi = lo + rec.buffers[b].bytes;
     if (hi == lo) continue;
     // The first range that ends after lo: the one starting at or before it, or the next one.

@@ -30,8 +30,10 @@ class DataParallelMemory {
   bool Install();
   void Uninstall();
 
-  // Per buffer of `rec`: the shim has handed part of it to the host (a to_host call), so the host reads or writes
-  // its value between iterations. Empty when there is none.
+  // Per buffer of `rec`: the shim has handed part of it to the host (a to_host call), and the iteration's device
+  // work is done with its value once it has last written it (no op reads it later), so the host reads or writes it
+  // between iterations: a gradient the host updates from, a parameter the host updates. A gradient the application's
+  // own optimizer reads on the device after its exchange is not homed. Empty when the shim has handed over nothing.
   std::vector<bool> HomedBuffers(const RecordedIteration& rec) const;
 
  private:

@@ -52,7 +52,7 @@ class DataParallelMemoryTest : public ::testing::Test {
   live::Stats stats_;
 };
 
-// A program of one op whose plan homes buffer 0 (kAddr, kBytes) on the host.
+// A program of one op whose plan homes buffer 0 (kAddr, kBytes) on the host and swaps it in for the op.
 std::shared_ptr<const ReplayProgram> HomingProgram() {
   auto p = std::make_shared<ReplayProgram>();
   p->period = 1;
@@ -63,7 +63,7 @@ std::shared_ptr<const ReplayProgram> HomingProgram() {
   b.bytes = kBytes;
   b.origin = Origin::kArena;
   p->buffers = {b};
-  p->host_home = {true};
+  p->brought_back = {true};
   p->after.resize(2);
   p->room_from.resize(2);
   p->waits.resize(1);
@@ -109,6 +109,18 @@ TEST_F(DataParallelMemoryTest, TheShimsBuffersMoveThroughTheResidencyAndTheirBuf
     b.bytes = bytes;
     rec.buffers.push_back(b);
   }
+  EXPECT_EQ(dp.HomedBuffers(rec), (std::vector<bool>{true, false, true, false}));
+  // Ops: 0 writes the gradient (buffer 0), 1 reads it (an optimizer on the device): the device is not done with it
+  // when the shim hands it over. Buffer 2 is only read (a parameter the host updates): still homed.
+  trace::Op write, read;
+  write.id = 0;
+  write.writes = {0};
+  write.reads = {2};
+  read.id = 1;
+  read.reads = {0, 2};
+  rec.it.ops = {write, read};
+  EXPECT_EQ(dp.HomedBuffers(rec), (std::vector<bool>{false, false, true, false}));
+  rec.it.ops.pop_back();  // the host updates from it: homed
   EXPECT_EQ(dp.HomedBuffers(rec), (std::vector<bool>{true, false, true, false}));
 
   // An updated parameter comes back at once while no plan homes it...
