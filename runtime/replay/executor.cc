@@ -222,7 +222,8 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
     // Actions anchored after the previous op go out now rather than right after its launch: the frees the
     // application makes in between (the plan's "freed after its last use") then happen before the prefetches
     // that count on that room.
-    if (pos > 0 && last_done_ == pos - 1) IssueLocked(pos, prog.stream[pos - 1]);
+    const bool issues = pos > 0 && last_done_ == pos - 1 && !prog.after[pos].empty();
+    if (issues) IssueLocked(pos, prog.stream[pos - 1]);
     IssueDeferredLocked(UINT32_MAX);
     for (uint32_t r : prog.recompute_before[pos]) RunRecomputeLocked(r, stream);
     for (uint32_t a : prog.waits[pos]) {
@@ -240,7 +241,7 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
       meter_.Stall(waiting, done);
     }
-    meter_.SampleAtPeak(pos, prog_.get(), OwnedLocked());
+    meter_.SampleBefore(pos, prog_.get(), OwnedLocked(), issues || pos == 0);  // 0: the iteration's start
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back
@@ -393,7 +394,6 @@ void Executor::IssueLocked(uint32_t k, StreamKey stream) {
   const ReplayProgram& p = *prog_;
   const std::vector<ReplayProgram::Item>& items = p.after[k];
   if (items.empty()) return;
-  meter_.SampleAt(k, prog_.get(), OwnedLocked());  // the op about to run is op k (k = period: the iteration's end)
   LastErrorScope errors(api_);
   cudaEvent_t anchor = RecordLocked(stream);
   if (anchor == nullptr) {
@@ -682,9 +682,10 @@ void Executor::ValidateLocked(uint32_t r, StreamKey stream) {
   std::vector<std::vector<unsigned char>> poison;
   // When a write fails the buffers are restored below.
   const bool poisoned = PoisonLocked(rc, before, s, errors, &poison) && Sync(api_, s, errors);
-  // On the copy path the scratch gets device memory for the check's launches, and gives it back after them.
-  const std::vector<Range> scratch = owned_ ? ScratchOf(redirected) : std::vector<Range>{};
-  if (poisoned) MakeForLocked(scratch, s);
+  // The scratch gets device memory for the check's launches (on the copy path; managed memory pages it in), and
+  // gives it back after them.
+  const std::vector<Range> scratch = ScratchOf(redirected);
+  if (poisoned && owned_) MakeForLocked(scratch, s);
   const bool launched = poisoned && RelaunchLocked(rc, redirected, nullptr, s) && Sync(api_, s, errors);
   if (!scratch.empty()) {
     if (cudaEvent_t ran = RecordLocked(stream)) DropLocked(ran, scratch, /*held=*/false, s);

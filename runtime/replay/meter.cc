@@ -119,8 +119,8 @@ void ReplayMeter::StartReplayedIteration(cudaEvent_t start, const IterationTag& 
   busy_tag_ = ended;
   iteration_start_ = start;
   // The first replayed iteration starts with whatever paging left on the device: residency is measured from the
-  // second on, at its start and where the plan holds the most.
-  if (++replayed_ > 1) SampleDevice(0, &p, residency);
+  // second on (SampleBefore).
+  ++replayed_;
   link_.TimeIteration(replayed_ > 1 && residency == nullptr);  // the first one's moves share the link with paging
 }
 

@@ -142,13 +142,11 @@ class ReplayMeter {
   // `residency`: the copy path's (null: managed memory), whose moves are not timed.
   void StartReplayedIteration(cudaEvent_t start, const IterationTag& ended, const ReplayProgram& p,
                               const ::karma::rt::Residency* residency);
-  // Samples the device before the op at `pos` (`pos` = period: at the iteration's end), from the program's second
-  // replayed iteration on; SampleAtPeak only where the program plans the most.
-  void SampleAt(uint32_t pos, const ReplayProgram* p, const ::karma::rt::Residency* residency) {
-    if (replayed_ > 1) SampleDevice(pos, p, residency);
-  }
-  void SampleAtPeak(uint32_t pos, const ReplayProgram* p, const ::karma::rt::Residency* residency) {
-    if (pos == peak_position_ && replayed_ > 1) SampleDevice(pos, p, residency);
+  // Samples the device right before the op at `pos` is launched, once what the plan issues for it has been issued
+  // (the plan's bytes at `pos` count the evictions and discards anchored after the op before as done), from the
+  // program's second replayed iteration on: where the program issues something (`issued`), or plans the most.
+  void SampleBefore(uint32_t pos, const ReplayProgram* p, const ::karma::rt::Residency* residency, bool issued) {
+    if (replayed_ > 1 && (issued || pos == peak_position_)) SampleDevice(pos, p, residency);
   }
   // Measures every iteration that has completed (at shutdown for the last ones).
   void Flush(live::Stats& stats);
