@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -534,6 +535,12 @@ TEST_F(ExecutorTest, ARecomputesScratchOutputIsRedirectedAndLeavesTheNewerValue)
       e.After(at, true);
     }
     EXPECT_EQ(mapped_to != other_addr, scratch);
+    if (scratch) {
+      // The check ran in scratch memory, which leaves the device after it (nothing the plan counts is there).
+      const auto& moves = Fake().moves;
+      EXPECT_TRUE(std::any_of(moves.begin(), moves.end(),
+                              [&](const auto& m) { return m.call == "discard" && m.addr == mapped_to; }));
+    }
     EXPECT_EQ(other.get()[0], 0x33);  // kept, or put back after the rejected check
     EXPECT_EQ(e.TakeRequest(), scratch ? Executor::Request::kNone : Executor::Request::kReplan);
     e.Uninstall();
