@@ -159,12 +159,6 @@ PlanBuilder::PlanBuilder(const SimInput& in, std::string strategy)
   host_home_.resize(in.it->buffers.size(), false);
 }
 
-void PlanBuilder::SetHostResident(std::vector<trace::BufferId> buffers) {
-  host_home_ = in_.access.host_home;
-  host_home_.resize(in_.it->buffers.size(), false);
-  for (trace::BufferId b : buffers) host_home_[b] = true;
-}
-
 void PlanBuilder::Recompute(std::vector<trace::OpId> ops, uint32_t before, int block) {
   Action a;
   a.kind = ActionKind::kRecompute;

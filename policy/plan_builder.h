@@ -46,11 +46,10 @@ class PlanBuilder {
  public:
   PlanBuilder(const SimInput& in, std::string strategy);
 
-  // Persistent buffers kept off the device between iterations, beside those the input homes on the host
-  // (AccessModel::host_home), which every plan keeps there. Finish() brings each in before its first
-  // use (unless that use overwrites it) and sends it back (or drops it, when the host copy is current or its
+  // Persistent buffers kept off the device between iterations: those the input homes on the host
+  // (AccessModel::host_home), which every plan keeps there, and those added. Finish() brings each in before its
+  // first use (unless that use overwrites it) and sends it back (or drops it, when the host copy is current or its
   // value is dead) after its last use.
-  void SetHostResident(std::vector<trace::BufferId> buffers);
   void AddHostResident(trace::BufferId b) { host_home_[b] = true; }
   const std::vector<bool>& host_resident() const { return host_home_; }
 

@@ -113,8 +113,8 @@ class Executor {
 
   // Data parallel (libkarma_mpi.so's memory hooks, runtime/session/data_parallel_memory.h), from any thread: the
   // whole residency pages of [addr, addr + bytes) leave the device (or come back) through the residency, after what
-  // it was given before; `done` (the caller's event) is recorded once they have. False when nothing was to move
-  // (the range owns no whole page): `done` is not recorded.
+  // it was given before; `done` (the caller's event, or null) is recorded once they have. False when nothing was to
+  // move (the range owns no whole page): `done` is not recorded.
   bool MoveForHost(uint64_t addr, uint64_t bytes, bool to_device, cudaEvent_t done);
   // Whether the program running (or waiting to start) homes a buffer at `addr` on the host and swaps it in before the
   // iteration's first use of it: the host's updates to it need no move of their own.

@@ -78,12 +78,15 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   const auto n = static_cast<uint32_t>(it.ops.size());
   prog->period = n;
   prog->buffers = rec.buffers;
-  prog->brought_back.assign(rec.buffers.size(), false);
+  std::vector<bool> homed(rec.buffers.size(), false);
   for (trace::BufferId b : plan.host_resident) {
-    const bool swapped_in = std::any_of(plan.actions.begin(), plan.actions.end(), [&](const policy::Action& a) {
-      return a.kind == policy::ActionKind::kSwapIn && a.buffer == b;
-    });
-    if (b < prog->brought_back.size()) prog->brought_back[b] = swapped_in;
+    if (b < homed.size()) homed[b] = true;
+  }
+  prog->brought_back.assign(rec.buffers.size(), false);
+  for (const policy::Action& a : plan.actions) {
+    if (a.kind == policy::ActionKind::kSwapIn && a.buffer < homed.size() && homed[a.buffer]) {
+      prog->brought_back[a.buffer] = true;
+    }
   }
   prog->after.resize(n + 1);
   prog->waits.resize(n);

@@ -100,11 +100,10 @@ void RangeAllocator::Free(uint64_t start, uint64_t size, uint32_t region) {
 
 // ---- Arena ----
 
-Arena::Arena(const CudaApi& api, Options options) : api_(api), options_(options) {}
+Arena::Arena(const CudaApi& api, Options options) : api_(api), options_(options), events_(api) {}
 
 Arena::~Arena() {
   if (api_.cudaEventDestroy == nullptr) return;
-  for (cudaEvent_t e : free_events_) api_.cudaEventDestroy(e);
   for (auto& [stream, q] : pending_) {
     for (Pending& p : q) api_.cudaEventDestroy(p.event);
   }
@@ -199,7 +198,7 @@ bool Arena::TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey str
   for (auto it = q->second.begin(); it != q->second.end(); ++it) {
     if (it->addr == addr && it->block.span == span && it->block.small == small) {
       *out = it->block;
-      RecycleEventLocked(it->event, true);
+      events_.Release(it->event);
       usage_.pending_bytes -= span;
       q->second.erase(it);
       return true;
@@ -230,7 +229,7 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
   auto reuse = [&](std::deque<Pending>::iterator it) {
     addr = it->addr;
     block = it->block;
-    RecycleEventLocked(it->event, true);
+    events_.Release(it->event);
     usage_.pending_bytes -= span;
     usage_.same_stream_reuses++;
     queue->erase(it);
@@ -286,30 +285,6 @@ Arena::AllocResult Arena::Allocate(uint64_t size, StreamKey stream, bool keep_oo
   return result;
 }
 
-cudaEvent_t Arena::AcquireEventLocked() {
-  if (!free_events_.empty()) {
-    cudaEvent_t e = free_events_.back();
-    free_events_.pop_back();
-    return e;
-  }
-  if (api_.cudaEventCreateWithFlags == nullptr) return nullptr;
-  cudaEvent_t e = nullptr;
-  LastErrorScope errors(api_);
-  if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-    errors.Failed();
-    return nullptr;
-  }
-  return e;
-}
-
-void Arena::RecycleEventLocked(cudaEvent_t e, bool healthy) {
-  if (healthy) {
-    free_events_.push_back(e);
-  } else if (api_.cudaEventDestroy != nullptr) {
-    api_.cudaEventDestroy(e);
-  }
-}
-
 void Arena::ReleaseLocked(uint64_t addr, const Block& b) {
   (b.small ? small_ : large_).Free(addr, b.span, b.region);
 }
@@ -324,7 +299,7 @@ Arena::FreeStatus Arena::Free(uint64_t addr, StreamKey stream) {
   usage_.requested_bytes -= block.requested;
   usage_.live_blocks--;
   // Kernels queued before the free may still use the block; it waits for an event on the freeing stream.
-  cudaEvent_t event = capturing_ ? nullptr : AcquireEventLocked();
+  cudaEvent_t event = capturing_ ? nullptr : events_.Acquire();
   if (event == nullptr || api_.cudaEventRecord == nullptr) {
     usage_.leaked_bytes += block.span;
     return FreeStatus::kFreed;
@@ -332,7 +307,7 @@ Arena::FreeStatus Arena::Free(uint64_t addr, StreamKey stream) {
   LastErrorScope errors(api_);
   if (api_.cudaEventRecord(event, StreamOf(stream)) != cudaSuccess) {
     errors.Failed();
-    RecycleEventLocked(event, false);
+    events_.Release(event, false);
     usage_.leaked_bytes += block.span;
     return FreeStatus::kFreed;
   }
@@ -387,7 +362,7 @@ void Arena::PollLocked() {
       if (st != cudaSuccess) errors.Failed();
       ReleaseLocked(p.addr, p.block);
       usage_.pending_bytes -= p.block.span;
-      RecycleEventLocked(p.event, st == cudaSuccess);
+      events_.Release(p.event, st == cudaSuccess);
       q.pop_front();
     }
   }

@@ -13,6 +13,7 @@
 
 #include "ground/common/managed_pages.h"
 #include "runtime/base/cuda_api.h"
+#include "runtime/base/event_pool.h"
 #include "runtime/base/streams.h"
 
 namespace karma::rt {
@@ -155,8 +156,6 @@ class Arena {
   bool TakeAtLocked(uint64_t addr, uint64_t span, bool small, StreamKey stream, Block* out);
   void ReleaseLocked(uint64_t addr, const Block& b);
   void PollLocked();
-  cudaEvent_t AcquireEventLocked();
-  void RecycleEventLocked(cudaEvent_t e, bool healthy);
   uint32_t RegionOfLocked(uint64_t addr) const;
   bool ContainsLocked(uint64_t addr) const;
 
@@ -170,7 +169,7 @@ class Arena {
   std::map<uint64_t, Segment> segments_;  // by start
   std::unordered_map<uint64_t, Block> live_;
   std::map<StreamKey, std::deque<Pending>> pending_;
-  std::vector<cudaEvent_t> free_events_;
+  EventPool events_;
   std::vector<Placement> hints_;
   std::vector<Placement> placements_;
   uint32_t ordinal_ = 0;

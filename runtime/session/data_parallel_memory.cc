@@ -71,21 +71,6 @@ std::vector<bool> DataParallelMemory::HomedBuffers(const RecordedIteration& rec)
   return homed;
 }
 
-cudaEvent_t DataParallelMemory::EventLocked() {
-  if (!spare_.empty()) {
-    cudaEvent_t e = spare_.back();
-    spare_.pop_back();
-    return e;
-  }
-  cudaEvent_t e = nullptr;
-  LastErrorScope errors(api_);
-  if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-    errors.Failed();
-    return nullptr;
-  }
-  return e;
-}
-
 void DataParallelMemory::ToHost(void* ctx, const void* p, size_t bytes) {
   auto* self = static_cast<DataParallelMemory*>(ctx);
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
@@ -95,12 +80,12 @@ void DataParallelMemory::ToHost(void* ctx, const void* p, size_t bytes) {
   end = std::max(end, addr + bytes);
   // The pages go after whatever the plan moved before: an eviction the plan made after the buffer's last use
   // leaves this one nothing to copy.
-  cudaEvent_t done = self->EventLocked();
+  cudaEvent_t done = self->events_.Acquire();
   if (done == nullptr) return;  // the host reads the bytes where they are (managed memory)
   if (self->executor_.MoveForHost(addr, bytes, /*to_device=*/false, done)) {
     self->pending_.push_back(done);
   } else {
-    self->spare_.push_back(done);
+    self->events_.Release(done);
   }
 }
 
@@ -116,7 +101,7 @@ void DataParallelMemory::Sync(void* ctx) {
     if (self->api_.cudaEventSynchronize(e) != cudaSuccess) errors.Failed();
   }
   std::lock_guard lock(self->mu_);
-  self->spare_.insert(self->spare_.end(), pending.begin(), pending.end());
+  for (cudaEvent_t e : pending) self->events_.Release(e);
 }
 
 void DataParallelMemory::ToDevice(void* ctx, const void* p, size_t bytes) {
@@ -124,11 +109,8 @@ void DataParallelMemory::ToDevice(void* ctx, const void* p, size_t bytes) {
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
   // A buffer the running plan homes on the host comes back at the plan's time, before its next use.
   if (bytes == 0 || self->executor_.PlanBringsBack(addr)) return;
-  std::lock_guard lock(self->mu_);
-  cudaEvent_t done = self->EventLocked();
-  if (done == nullptr) return;
-  self->executor_.MoveForHost(addr, bytes, /*to_device=*/true, done);
-  self->spare_.push_back(done);  // nobody waits for it: the device's own use does (managed memory)
+  // No event: nobody waits for it, the device's own use does (managed memory).
+  self->executor_.MoveForHost(addr, bytes, /*to_device=*/true, nullptr);
 }
 
 }  // namespace karma::rt

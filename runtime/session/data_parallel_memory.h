@@ -14,6 +14,7 @@
 
 #include "include/karma/karma.h"
 #include "runtime/base/cuda_api.h"
+#include "runtime/base/event_pool.h"
 #include "runtime/observe/recorder.h"
 #include "runtime/replay/executor.h"
 
@@ -41,15 +42,13 @@ class DataParallelMemory {
   static void ToHost(void* ctx, const void* p, size_t bytes);
   static void Sync(void* ctx);
   static void ToDevice(void* ctx, const void* p, size_t bytes);
-  // An event for a move (from the spares, else a new one); null when none can be made.
-  cudaEvent_t EventLocked();
 
   const CudaApi& api_;
   Executor& executor_;
   mutable std::mutex mu_;
   std::map<uint64_t, uint64_t> seen_;     // start -> end of every range given to to_host
   std::vector<cudaEvent_t> pending_;       // to_host moves Sync has not waited for
-  std::vector<cudaEvent_t> spare_;
+  EventPool events_{api_};
   karma_status (*set_hooks_)(const karma_dp_memory_hooks*) = nullptr;
 };
 
