@@ -168,6 +168,7 @@ bool Executor::EndIterationLocked(ReplayMeter::IterationTag* ended) {
       KARMA_LOG(kInfo, "{} iterations in a row diverged from the plan: recording again",
                 kDivergentIterationsBeforeRerecord);
       request_.store(static_cast<uint8_t>(Request::kRerecord), std::memory_order_release);
+      meter_.ForgetResidency();  // of a program that was not the iteration
       armed_.store(false, std::memory_order_relaxed);
       prog_.reset();
       pending_.reset();
@@ -466,7 +467,9 @@ void Executor::IssueDeferredLocked(uint32_t needed_action) {
   while (!deferred_.empty()) {
     const Deferred d = deferred_.front();
     bool needed = false;
-    for (const ReplayProgram::Item& it : p.after[d.k]) needed = needed || it.action == needed_action;
+    for (const ReplayProgram::Item& it : p.after[d.k]) {
+      needed = needed || (it.move == ReplayProgram::Move::kPrefetch && it.action == needed_action);
+    }
     // First-in first-out, like the copy engine the plan assumes: a later batch never overtakes a waiting one.
     if (!needed && !RoomLocked(d.k)) return;
     deferred_.pop_front();
@@ -634,12 +637,27 @@ void Executor::RunRecomputeLocked(uint32_t r, StreamKey stream) {
               unplaced.empty() ? "a launch failed" : unplaced);
   }
   for (trace::BufferId b : rc.targets) away_[b] = 0;
-  if (redirected.empty()) return;
-  // The scratch outputs are dead once the launches have run.
+  // The scratch outputs are dead once the launches have run, and so are the values the plan lets go there, each
+  // rebuilt by a later recompute trusted to (else kept, like a discard the check has not cleared yet).
   const std::vector<Range> scratch = ScratchOf(redirected);
+  std::vector<Range> dropped;
+  for (const ReplayProgram::Recompute::Dropped& d : rc.dropped) {
+    Range range;
+    if (!ok || !allocations_.trusted() || !Movable(d.buffer) || !MoveRangeLocked(d.buffer, &range) ||
+        range.bytes == 0) {
+      continue;
+    }
+    if (d.rebuilt_by != trace::kNone && recomputes_.check(d.rebuilt_by) != RecomputeState::Check::kValid) continue;
+    dropped.push_back(range);
+    away_[d.buffer] = 1;
+    if (d.rebuilt_by != trace::kNone) recomputes_.Discarded(d.rebuilt_by);
+    stats_->discarded_bytes.fetch_add(range.bytes, std::memory_order_relaxed);
+  }
+  if (scratch.empty() && dropped.empty()) return;
   LastErrorScope errors(api_);
   if (cudaEvent_t ran = RecordLocked(stream)) {
     DropLocked(ran, scratch, /*held=*/false, StreamOf(stream));
+    DropLocked(ran, dropped, /*held=*/true, StreamOf(stream));
   } else {
     errors.Failed();
   }

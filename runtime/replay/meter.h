@@ -136,6 +136,8 @@ class ReplayMeter {
   IterationTag EndIteration(bool whole);
   // A new program runs from this iteration on.
   void StartProgram(const ReplayProgram& p);
+  // A new recording replaces the programs: steady residency starts again with the next one's.
+  void ForgetResidency() { steady_ = Residency{}; }
   // At every iteration start, replayed or not: measures the iteration before the last and recycles its events.
   void NextIteration(live::Stats& stats);
   // A replayed iteration starts at `start` (an event on the application's stream), after the iteration `ended`.

@@ -65,6 +65,54 @@ std::vector<uint32_t> SimulatedSwapInStarts(const policy::SimInput& in, const po
   return from;
 }
 
+// The drops the plan implies without an action: policy::StaticMemory frees a value at its last use when its next use
+// overwrites it. After an op of the iteration, where a recompute writes the value next: a discard that recompute
+// rebuilds (as for the plan's own discards); after a recompute's launches: ReplayProgram::Recompute::dropped. The
+// recompute that writes such a value next gets it as a target. Left alone: values the plan moves itself before
+// their next use, memory the application keeps, and those it has freed by then (`freed_before`, per buffer: a
+// recompute writes them into its scratch memory). Returns the number of discards added.
+size_t AddImpliedDrops(const policy::SimInput& in, const policy::Plan& plan, const std::vector<policy::ComputeItem>& seq,
+                       const std::vector<uint32_t>& recompute_of_action, const std::vector<uint32_t>& freed_before,
+                       ReplayProgram& prog) {
+  const policy::SequenceUses uses(in, seq);
+  // The iteration's op a compute item runs at or right before.
+  auto position = [&](const policy::ComputeItem& item) {
+    return item.action == trace::kNone ? item.op : plan.actions[item.action].before;
+  };
+  size_t discards = 0;
+  for (size_t id = 0; id < prog.buffers.size(); ++id) {
+    const auto b = static_cast<trace::BufferId>(id);
+    if (in.access.persistent[b] || !prog.buffers[b].exact) continue;
+    const std::span<const policy::BufferUse> u = uses.of(b);
+    for (size_t i = 0; i + 1 < u.size(); ++i) {
+      if (!u[i + 1].pure_write) continue;
+      const policy::ComputeItem& last = seq[u[i].item];
+      const policy::ComputeItem& next = seq[u[i + 1].item];
+      const uint32_t at = position(last), next_at = position(next);
+      if ((last.action != trace::kNone && last.action == next.action) || freed_before[b] <= at) continue;
+      // An action of the plan on b from after its last use to before its next: the plan moves it itself.
+      const bool moved = std::any_of(plan.actions.begin(), plan.actions.end(), [&](const policy::Action& a) {
+        return a.kind != policy::ActionKind::kRecompute && a.buffer == b && a.after >= static_cast<int32_t>(at) &&
+               a.after < static_cast<int32_t>(next_at);
+      });
+      if (moved) continue;
+      const uint32_t rebuilt_by = next.action == trace::kNone || freed_before[b] <= next_at
+                                      ? trace::kNone
+                                      : recompute_of_action[next.action];
+      if (last.action != trace::kNone) {
+        prog.recomputes[recompute_of_action[last.action]].dropped.push_back({b, rebuilt_by});
+      } else if (rebuilt_by != trace::kNone) {
+        prog.after[at + 1].push_back({ReplayProgram::Move::kDiscard, b, UINT32_MAX, rebuilt_by});
+        discards++;
+      } else {
+        continue;  // the application writes it afresh: its own business
+      }
+      if (rebuilt_by != trace::kNone) AddUnique(prog.recomputes[rebuilt_by].targets, b);
+    }
+  }
+  return discards;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIteration& rec, const policy::Plan& plan,
@@ -148,12 +196,13 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
   for (uint32_t p = 0; p < n; ++p) {
     for (trace::BufferId b : prog->uses[p]) last_use[b] = p;
   }
+  // Per buffer: the op the application frees it before (kNone: not inside the iteration).
+  std::vector<uint32_t> freed_before(it.buffers.size(), trace::kNone);
+  for (const trace::Event& e : it.events) {
+    if (e.kind == trace::EventKind::kFreeRequested && e.buffer < it.buffers.size()) freed_before[e.buffer] = e.before_op;
+  }
   // When the application frees what the plan counts as freed after its last use.
   {
-    std::vector<uint32_t> freed_before(it.buffers.size(), trace::kNone);
-    for (const trace::Event& e : it.events) {
-      if (e.kind == trace::EventKind::kFreeRequested && e.buffer < it.buffers.size()) freed_before[e.buffer] = e.before_op;
-    }
     // Entry k of `after` goes out before op k, after the frees made since op k - 1.
     prog->room_from.resize(n + 1);
     for (size_t b = 0; b < it.buffers.size(); ++b) {
@@ -224,9 +273,11 @@ Result<std::shared_ptr<const ReplayProgram>> CompileProgram(const RecordedIterat
         break;
     }
   }
+  const std::vector<policy::ComputeItem> seq = policy::ComputeSequence(plan, n);
+  discards += AddImpliedDrops(in, plan, seq, recompute_of_action, freed_before, *prog);
   {
     const std::vector<uint64_t> mem = policy::StaticMemory(in, plan);
-    const std::vector<uint32_t> at = policy::OpPositions(policy::ComputeSequence(plan, n), n);
+    const std::vector<uint32_t> at = policy::OpPositions(seq, n);
     // The recomputes that run right before an op hold their inputs and outputs there too.
     for (uint32_t p = 0; p < n; ++p) {
       uint64_t most = 0;

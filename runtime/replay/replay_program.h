@@ -27,13 +27,16 @@ namespace karma::rt {
 //    application keeps holds live values throughout as far as the plan knows (PlanningIteration): it is only
 //    evicted and prefetched, with its bytes;
 //  - recompute: the recorded launches issued again on the waiting op's stream right before it; its scratch outputs
-//    (policy::Action::scratch) go to the executor's scratch memory, never into the buffer.
+//    (policy::Action::scratch) go to the executor's scratch memory, never into the buffer;
+//  - what the plan frees without an action (a value whose next use overwrites it, policy::StaticMemory) is
+//    discarded at its last use when a recompute writes it next, which then rebuilds it: after an op, or after the
+//    launches of the recompute that used it last.
 struct ReplayProgram {
   enum class Move : uint8_t { kPrefetch = 0, kEvict = 1, kDiscard = 2 };
   struct Item {
     Move move = Move::kPrefetch;
     trace::BufferId buffer = trace::kNone;
-    uint32_t action = 0;                   // the plan action
+    uint32_t action = 0;                   // the plan action (UINT32_MAX: a discard the plan implies)
     uint32_t recompute = UINT32_MAX;       // discards: the recompute that rebuilds the buffer
     uint32_t need = UINT32_MAX;            // prefetches: the position whose op waits for it
   };
@@ -46,6 +49,14 @@ struct ReplayProgram {
     std::vector<trace::BufferId> used;      // every buffer its ops use, less `scratch`
     // Outputs that go to scratch memory (policy::Action::scratch: their memory holds a newer value by then).
     std::vector<trace::BufferId> scratch;
+    // Values it writes that the plan lets go once its launches have run (policy::StaticMemory frees a value at its
+    // last use when its next use overwrites it): `rebuilt_by` is the recompute whose launches write it next, which
+    // then has it among its targets (kNone: an op of the iteration writes it afresh).
+    struct Dropped {
+      trace::BufferId buffer = trace::kNone;
+      uint32_t rebuilt_by = trace::kNone;
+    };
+    std::vector<Dropped> dropped;
   };
 
   uint32_t period = 0;

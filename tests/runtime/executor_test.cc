@@ -382,7 +382,7 @@ std::shared_ptr<const ReplayProgram> RecomputeProgram(uint64_t target, uint64_t 
   p->room_from.resize(4);
   p->waits.resize(3);
   p->recompute_before = {{}, {}, {0}};
-  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}, {}});
+  p->recomputes.push_back({1, 2, {0}, {0}, {0}, {0, 1}, {}, {}});
   p->reads = {{1}, {0}, {0}};
   p->relaunch = {std::move(producer), nullptr, nullptr};
   p->in_recompute = {true, false, false};
