@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "ground/common/log.h"
 #include "ground/trace/ktrace_io.h"
@@ -181,12 +183,40 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
               better.ok() ? "" : ": " + better.status().message());
     return;
   }
+  // On trial against the first plan, timed first (unless a trial of a plan for the measured link judges both).
+  bool trial = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    trial = !trial_.active;
+  }
+  if (trial) {
+    const Executor::ProgramTime before = TimedProgram();
+    trial = before.program != nullptr && before.iterations > 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    trial_ = PlanTrial{trial, before, plan_path_, planned_with_, plan_key_, {}, "planner II's plan"};
+  }
   if (Status st = CompileAndInstall(rec, better->plan, better->path, profile); !st.ok()) {
     KARMA_LOG(kWarn, "planner II's plan cannot be replayed ({}); the first plan stays", st.message());
+    if (trial) {
+      std::lock_guard<std::mutex> lock(mu_);
+      trial_.active = false;
+    }
     return;
   }
   KARMA_LOG(kInfo, "planner II: {:.2f} ms simulated ({}) replaces the first plan from the next iteration; plan {}",
             better->simulated_s * 1e3, better->plan.note, better->path.empty() ? "not saved" : better->path);
+  if (trial) trial_ready_.store(true, std::memory_order_release);
+}
+
+Executor::ProgramTime PlanControl::TimedProgram() {
+  const Executor::ProgramTime first = executor_.program_time();
+  Executor::ProgramTime now = first;
+  for (int waited_ms = 0; waited_ms < 60000 && !stop_planning_.load(std::memory_order_relaxed); waited_ms += 10) {
+    if (now.serial != first.serial || now.iterations > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    now = executor_.program_time();
+  }
+  return now.serial == first.serial ? now : Executor::ProgramTime{};
 }
 
 void PlanControl::NotePlan(const PlanOutcome& outcome, const RecordedIteration& rec, const policy::HwProfile& profile,
@@ -418,7 +448,7 @@ void PlanControl::OnLinkMeasured() {
     link_.d2h_bw = l.d2h_bw;
     link_.recorded_went_back.clear();
     trial_ = PlanTrial{before.program != nullptr && before.iterations > 0, before, plan_path_, planned_with_,
-                       plan_key_, {}};
+                       plan_key_, {}, "the plan made for the measured link"};
   }
   PostReplan(true);
 }
@@ -442,8 +472,8 @@ void PlanControl::CheckPlanTrial() {
     trial_.active = false;
   }
   const bool back = now.median_ns > kTrialSlower * t.before.median_ns;
-  KARMA_LOG(kInfo, "the plan made for the measured link replays at {:.2f} ms per iteration, the plan it replaced at "
-            "{:.2f} ms: {}", now.median_ns / 1e6, t.before.median_ns / 1e6,
+  KARMA_LOG(kInfo, "{} replays at {:.2f} ms per iteration, the plan it replaced at {:.2f} ms: {}", t.what,
+            now.median_ns / 1e6, t.before.median_ns / 1e6,
             back ? "going back to that plan" : "keeping it");
   if (!t.new_key.empty()) {
     UpdateLinkRecord([key = t.new_key, back](LinkRecord* r) { MarkWentBack(r, key, back); });

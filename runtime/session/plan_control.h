@@ -130,16 +130,20 @@ class PlanControl {
   std::string plan_key_;  // the key (PlanKey) of the plan installed last; under mu_
   policy::HwProfile planned_with_ = policy::DefaultProfile();  // the profile of the plan installed last; mu_
   std::atomic<uint64_t> installs_{0};  // programs handed to the executor
-  // A plan made for the measured link replaces a plan that was replaying: it must replay no slower than that one
-  // did (the simulator can rank two plans wrongly), else the session goes back to it. Under mu_.
+  // A plan made for the measured link, or Planner II's, replaces a plan that was replaying: it must replay no slower
+  // than that one did (the simulator can rank two plans wrongly), else the session goes back to it. Under mu_.
   struct PlanTrial {
     bool active = false;
     Executor::ProgramTime before;  // the plan it replaced, timed
     std::string path;
     policy::HwProfile profile{};
     std::string key;      // the replaced plan's key
-    std::string new_key;  // the key of the plan on trial, once installed
+    std::string new_key;  // the key of the plan on trial made for the measured link, once installed
+    std::string what;     // which plan is on trial, for the log
   };
+  // On the worker: the running program once it has a timed iteration to compare a trial with (untimed when the
+  // process exits, the program changes or a minute passes first).
+  Executor::ProgramTime TimedProgram();
   PlanTrial trial_;
   std::atomic<bool> trial_ready_{false};  // the trial's plan is installed: compare once it is timed
 };

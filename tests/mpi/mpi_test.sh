@@ -184,7 +184,7 @@ replay_mlp | replay_skipnet | replay_wide)
   m=64MiB
   [[ $mem == 8MiB ]] && m=8MiB  # sanitizer builds
   replay=("$src/scripts/simrun" --build "$build" --gpu h100-80g --karma --mem "$m")
-  args=(--iters 16 --size-factor 3 --alloc async --host-optimizer)
+  args=(--iters 24 --size-factor 3 --alloc async --host-optimizer)
   if [[ $case == replay_wide ]]; then
     app=mlp_trainer
     if [[ $m == 8MiB ]]; then
