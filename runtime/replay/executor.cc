@@ -113,6 +113,11 @@ Executor::Residency Executor::steady_residency() const {
   return meter_.steady_residency();
 }
 
+bool Executor::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_ != nullptr;
+}
+
 Executor::ProgramTime Executor::program_time() const {
   std::lock_guard<std::mutex> lock(mu_);
   return meter_.program_time(prog_);
@@ -242,7 +247,10 @@ uint32_t Executor::Before(uint64_t n, uint64_t shape, StreamKey stream, bool* wa
       if (api_.cudaStreamWaitEvent(StreamOf(stream), done, 0) != cudaSuccess) errors.Failed();
       meter_.Stall(waiting, done);
     }
-    meter_.SampleBefore(pos, prog_.get(), OwnedLocked(), issues || pos == 0);  // 0: the iteration's start
+    // Only once the mover threads have issued what they were given: a lagging one would show its moves undone.
+    if (owned_ || managed_->Issued()) {
+      meter_.SampleBefore(pos, prog_.get(), OwnedLocked(), issues || pos == 0);  // 0: the iteration's start
+    }
     for (trace::BufferId b : prog.reads[pos]) {
       if (away_[b] == 0) continue;
       away_[b] = 0;  // demand paging brings it back

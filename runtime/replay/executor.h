@@ -89,6 +89,8 @@ class Executor {
   // Stops replaying (re-recording, degradation); in-flight work completes on its own.
   void Uninstall();
   bool armed() const { return armed_.load(std::memory_order_relaxed); }
+  // An installed program waits for an iteration start.
+  bool pending() const;
 
   // Before op number `n`'s real call; returns its position for After(), or kNoPosition when nothing is replayed.
   // `wants_launch`: a recompute re-runs this op, so the caller should hand its launch over (SetLaunch).

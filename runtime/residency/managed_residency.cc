@@ -217,6 +217,14 @@ void ManagedResidency::StartIteration() {
   posted_before_ = mover_->Last();
 }
 
+bool ManagedResidency::Issued() const {
+  if (mover_ == nullptr) return true;
+  for (const Mover::Ticket& t : mover_->Last()) {
+    if (!mover_->Ran(t)) return false;
+  }
+  return true;
+}
+
 void ManagedResidency::Finish() {
   if (mover_ == nullptr) return;
   mover_->Drain();

@@ -89,6 +89,8 @@ class ManagedResidency final : public Residency {
   bool Done(ResidencyTicket t) const override;
   // Waits until every mover job has run (every event one records is recorded).
   void Finish() override;
+  // Whether every move given so far has been issued to the driver (the mover threads have run their jobs).
+  bool Issued() const;
   uint64_t device_bytes() const override { return 0; }
   uint64_t live_bytes() const override { return 0; }
   uint64_t peak_device_bytes() const override { return 0; }
