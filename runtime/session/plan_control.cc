@@ -191,9 +191,10 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
   }
   if (trial) {
     const Executor::ProgramTime before = TimedProgram();
-    trial = before.program != nullptr && before.iterations > 0;
     std::lock_guard<std::mutex> lock(mu_);
-    trial_ = PlanTrial{trial, before, plan_path_, planned_with_, plan_key_, {}, "planner II's plan"};
+    // A trial for the measured link may have begun meanwhile: it stays.
+    trial = before.program != nullptr && before.iterations > 0 && !trial_.active;
+    if (trial) trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, "planner II's plan"};
   }
   if (Status st = CompileAndInstall(rec, better->plan, better->path, profile); !st.ok()) {
     KARMA_LOG(kWarn, "planner II's plan cannot be replayed ({}); the first plan stays", st.message());
@@ -208,15 +209,29 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
   if (trial) trial_ready_.store(true, std::memory_order_release);
 }
 
-Executor::ProgramTime PlanControl::TimedProgram() {
-  const Executor::ProgramTime first = executor_.program_time();
-  Executor::ProgramTime now = first;
-  for (int waited_ms = 0; waited_ms < 60000 && !stop_planning_.load(std::memory_order_relaxed); waited_ms += 10) {
-    if (now.serial != first.serial || now.iterations > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    now = executor_.program_time();
+void PlanControl::TimeTrialsBaseline() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (trial_.active) return;
   }
-  return now.serial == first.serial ? now : Executor::ProgramTime{};
+  // The plan running when the link was measured had no timed iteration yet (it had just replaced another).
+  const Executor::ProgramTime before = TimedProgram();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (before.program == nullptr || before.iterations == 0) return;
+  trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, "the plan made for the measured link"};
+}
+
+Executor::ProgramTime PlanControl::TimedProgram() {
+  const uint64_t installed = installs_.load(std::memory_order_relaxed);
+  for (int waited_ms = 0; waited_ms < 60000 && !stop_planning_.load(std::memory_order_relaxed); waited_ms += 10) {
+    if (installs_.load(std::memory_order_relaxed) != installed) break;
+    // The program installed last, once it runs (the one before it may still, until an iteration start).
+    if (const Executor::ProgramTime now = executor_.program_time(); !executor_.pending() && now.iterations > 0) {
+      return now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {};
 }
 
 void PlanControl::NotePlan(const PlanOutcome& outcome, const RecordedIteration& rec, const policy::HwProfile& profile,
@@ -287,6 +302,7 @@ void PlanControl::PostReplan(bool trial) {
   if (replanning_.exchange(true)) return;  // the plan not yet started will see every rejection and rate so far
   auto task = [this, rec, trial] {
     replanning_.store(false);
+    if (trial) TimeTrialsBaseline();
     const uint64_t installed = installs_.load(std::memory_order_relaxed);
     PlanAndInstall(rec, executor_.rejected_ops());
     if (!trial) return;

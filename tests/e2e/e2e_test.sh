@@ -10,8 +10,9 @@
 set -uo pipefail
 src=$1 build=$2 case=$3 mem=$4 speed=${5:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/../common/sim_lib.sh"
-iters=12  # detected after 3, recorded at 5, planned off-thread while 6-7 run, replayed and validated from 8:
-          # steady from 10 on, a host-timing-dependent iteration or so later when the machine is busy (steady_ms)
+iters=16  # detected after 3, recorded at 5, planned off-thread while 6-7 run, replayed and validated from 8;
+          # Planner II's plan, on trial once the first plan has a timed iteration, replays and is validated from
+          # about 10: steady from 12 on, a host-timing-dependent iteration or so later when the machine is busy
 mem_mib=${mem%MiB}
 
 must_run() {  # NAME: the run exited 0 with every iteration

@@ -177,7 +177,8 @@ replay_mlp | replay_skipnet | replay_wide)
   # the iteration is found (IterationDetector::Reject). Each rank then replays a plan at 3x its device memory that
   # keeps the gradients the shim exchanges and the parameters it updates off the device between iterations
   # (libkarma.so serves the shim's memory hooks): results equal to the 2-shard single-process run, and a steady
-  # virtual iteration (median of the last 4) within 1.15x of one process at the same per-rank batch. `wide`: an mlp
+  # virtual iteration (median of the last 4) within 1.15x of one process at the same per-rank batch (24 iterations:
+  # Planner II's plan is on trial against the first one, and the runtime may go back to that). `wide`: an mlp
   # of 1.56 MiB layers on a 16 MiB device, whose gradients and parameters have whole pages of their own that the
   # plan's moves carry (the others' share their pages with other buffers, which stay on the device).
   app=${case#replay_}_trainer
@@ -217,12 +218,11 @@ replay_mlp | replay_skipnet | replay_wide)
       fail "rank $r: $t ms per iteration, more than 1.15x one process's $one ms"
     echo "rank $r: $t ms per steady iteration, one process $one ms ($(awk -v t="$t" -v one="$one" 'BEGIN {printf "%.3f", t / one}')x), iterations of $ops ops"
   done
-  # Each rank's device memory in steady replay within its budget, for wide only. Not for skipnet, which holds
-  # tensors past their last use (more than the budget at once; libkarma.so warns of it), memory KARMA does not
-  # move; not for mlp, whose summary also counts the replay of the one-layer period detection rejects first (up to
-  # the whole device, depending on timing); nor on the 8 MiB of sanitizer builds, where the pages small buffers share
-  # (about 0.56 MiB more than their bytes, which the plan counts) exceed the margin.
-  if [[ $case == replay_wide && $m != 8MiB ]]; then
+  # Each rank's device memory in steady replay within its budget (the exit summary's sampled figure). Not for
+  # skipnet, whose plan fills the budget to within 0.5 MiB where about 1 MiB outside the plan (allocations no op
+  # uses, the pages small buffers share) is on the device too: 58.12 MiB against 57.6. Nor on the 8 MiB of sanitizer
+  # builds, where the pages small buffers share (about 0.56 MiB more than their bytes) exceed the margin.
+  if [[ $case != replay_skipnet && $m != 8MiB ]]; then
     held=$(grep -o '[0-9.]* [KMG]iB in steady replay .* vs [0-9.]* [KMG]iB budget' "$tmp/dp.log" |
       awk 'function b(v, u) { return v * (u == "KiB" ? 1024 : u == "MiB" ? 1048576 : 1073741824) }
            { printf "%s %s within %s %s: %s\n", $1, $2, $(NF - 2), $(NF - 1),

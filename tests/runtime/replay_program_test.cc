@@ -92,6 +92,38 @@ TEST(CompileProgram, DiscardRebuiltByARecomputeIsADiscard) {
   EXPECT_EQ((*prog)->recomputes[0].targets, std::vector<trace::BufferId>{0});
 }
 
+// Without an action, the plan frees buffer 0 after op 1, its last read: its next use is the recompute's write
+// before op 4 (policy::StaticMemory). The executor discards it there, and that recompute rebuilds it.
+TEST(CompileProgram, AValueTheNextUseOfWhichIsARecomputesWriteIsDiscardedAfterItsLastRead) {
+  const RecordedIteration rec = FiveOps(false);
+  auto prog = CompileProgram(rec, RecomputeOp0Before4());
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  ASSERT_EQ((*prog)->after[2].size(), 1u);
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kDiscard);
+  EXPECT_EQ((*prog)->after[2][0].recompute, 0u);
+  EXPECT_EQ((*prog)->recomputes[0].targets, std::vector<trace::BufferId>{0});
+  EXPECT_TRUE((*prog)->recomputes[0].dropped.empty());  // op 4 reads what it rebuilds
+}
+
+// A recompute before op 2 rebuilds buffer 0, which nothing reads before the next recompute writes it again (before
+// op 4): the first one lets it go after its launches, and the second rebuilds it.
+TEST(CompileProgram, AValueARecomputeWritesAndALaterOneWritesAgainIsDroppedAfterTheFirst) {
+  const RecordedIteration rec = FiveOps(false);
+  policy::Plan plan = RecomputeOp0Before4();
+  plan.actions.insert(plan.actions.begin(), testing::Recompute({0}, 2));
+  auto prog = CompileProgram(rec, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const auto& rc = (*prog)->recomputes;
+  ASSERT_EQ(rc.size(), 2u);
+  ASSERT_EQ(rc[0].before, 2u);
+  ASSERT_EQ(rc[0].dropped.size(), 1u);
+  EXPECT_EQ(rc[0].dropped[0].buffer, 0u);
+  EXPECT_EQ(rc[0].dropped[0].rebuilt_by, 1u);
+  EXPECT_EQ(rc[1].targets, std::vector<trace::BufferId>{0});
+  EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kDiscard);  // after op 1, rebuilt before op 2
+  EXPECT_EQ((*prog)->after[2][0].recompute, 0u);
+}
+
 // The plan drops the device copy after op 1 and brings the host's value back after op 2 for op 3, which reads
 // it before the recompute that writes the buffer: the value lives on, so the executor must evict, not discard
 // (a discard would poison the only copy managed memory has, and the swap-in would bring the poison back).
@@ -104,7 +136,10 @@ TEST(CompileProgram, DiscardWhoseValueIsReadBeforeTheRebuildIsAnEviction) {
   ASSERT_TRUE(prog.ok()) << prog.status().message();
   EXPECT_EQ(MoveOf(**prog, 2, 0), ReplayProgram::Move::kEvict);
   EXPECT_EQ(MoveOf(**prog, 3, 0), ReplayProgram::Move::kPrefetch);
-  EXPECT_TRUE((*prog)->recomputes[0].targets.empty());
+  // After op 3, its last read, the value is dead for the plan (the recompute writes it next): discarded there, and
+  // the recompute rebuilds it.
+  EXPECT_EQ(MoveOf(**prog, 4, 0), ReplayProgram::Move::kDiscard);
+  EXPECT_EQ((*prog)->recomputes[0].targets, std::vector<trace::BufferId>{0});
 }
 
 // A swap-in that nothing reads before the rebuild does not keep the value: the discard stands.
