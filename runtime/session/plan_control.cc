@@ -183,19 +183,8 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
               better.ok() ? "" : ": " + better.status().message());
     return;
   }
-  // On trial against the first plan, timed first (unless a trial of a plan for the measured link judges both).
-  bool trial = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    trial = !trial_.active;
-  }
-  if (trial) {
-    const Executor::ProgramTime before = TimedProgram();
-    std::lock_guard<std::mutex> lock(mu_);
-    // A trial for the measured link may have begun meanwhile: it stays.
-    trial = before.program != nullptr && before.iterations > 0 && !trial_.active;
-    if (trial) trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, "planner II's plan"};
-  }
+  // On trial against the first plan (unless a trial of a plan for the measured link judges both).
+  const bool trial = BeginTrial("planner II's plan");
   if (Status st = CompileAndInstall(rec, better->plan, better->path, profile); !st.ok()) {
     KARMA_LOG(kWarn, "planner II's plan cannot be replayed ({}); the first plan stays", st.message());
     if (trial) {
@@ -209,16 +198,17 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
   if (trial) trial_ready_.store(true, std::memory_order_release);
 }
 
-void PlanControl::TimeTrialsBaseline() {
+bool PlanControl::BeginTrial(const char* what) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (trial_.active) return;
+    if (trial_.active) return false;
   }
-  // The plan running when the link was measured had no timed iteration yet (it had just replaced another).
   const Executor::ProgramTime before = TimedProgram();
   std::lock_guard<std::mutex> lock(mu_);
-  if (before.program == nullptr || before.iterations == 0) return;
-  trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, "the plan made for the measured link"};
+  // Another trial may have begun meanwhile: it stays.
+  if (before.program == nullptr || before.iterations == 0 || trial_.active) return false;
+  trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, what};
+  return true;
 }
 
 Executor::ProgramTime PlanControl::TimedProgram() {
@@ -302,7 +292,9 @@ void PlanControl::PostReplan(bool trial) {
   if (replanning_.exchange(true)) return;  // the plan not yet started will see every rejection and rate so far
   auto task = [this, rec, trial] {
     replanning_.store(false);
-    if (trial) TimeTrialsBaseline();
+    // The plan running when the link was measured may have had no timed iteration yet (it had just replaced
+    // another): the trial then begins once it has one.
+    if (trial) BeginTrial("the plan made for the measured link");
     const uint64_t installed = installs_.load(std::memory_order_relaxed);
     PlanAndInstall(rec, executor_.rejected_ops());
     if (!trial) return;

@@ -144,9 +144,9 @@ class PlanControl {
   // On the worker: the running program once it has a timed iteration to compare a trial with (untimed when the
   // process exits, the program changes or a minute passes first).
   Executor::ProgramTime TimedProgram();
-  // On the worker, before planning for the measured link: a trial of that plan against the one running, once it is
-  // timed, where OnLinkMeasured found it untimed.
-  void TimeTrialsBaseline();
+  // On the worker, where no trial is on: a trial of the plan about to be installed (`what`, for the log) against the
+  // one running, once that one is timed (TimedProgram). False when none began.
+  bool BeginTrial(const char* what);
   PlanTrial trial_;
   std::atomic<bool> trial_ready_{false};  // the trial's plan is installed: compare once it is timed
 };
