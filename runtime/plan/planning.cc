@@ -44,6 +44,25 @@ namespace {
 
 constexpr double kLinkSlower = 0.8, kLinkFaster = 1.25;
 
+// The page moves go by on `profile`'s path (PlanningIteration).
+uint64_t MovePage(const policy::HwProfile& profile) {
+  return profile.moves == policy::MovePath::kCopy ? kLargePage : kResidencyPage;
+}
+
+// Per buffer: allocated inside the iteration (else memory the application keeps).
+std::vector<bool> AllocatedInside(const trace::Iteration& it) {
+  std::vector<bool> inside(it.buffers.size(), false);
+  for (const trace::Event& e : it.events) {
+    if (e.kind == trace::EventKind::kAlloc && e.buffer < inside.size()) inside[e.buffer] = true;
+  }
+  return inside;
+}
+
+// A buffer packed in a slab that the application keeps: the executor moves only the pages it owns.
+bool KeptInSlab(const trace::Buffer& b, const std::vector<bool>& inside) {
+  return b.bytes <= kSmallLimit && !inside[b.id] && b.address != 0;
+}
+
 }  // namespace
 
 bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw) {
@@ -53,11 +72,34 @@ bool LinkDeparts(const policy::HwProfile& assumed, double h2d_bw, double d2h_bw)
   return departs(h2d_bw, assumed.h2d_bw()) || departs(d2h_bw, assumed.d2h_bw());
 }
 
+uint64_t UnmovableBytes(const trace::Iteration& it, const policy::HwProfile& profile) {
+  const uint64_t page = MovePage(profile);
+  const std::vector<bool> inside = AllocatedInside(it);
+  std::vector<uint64_t> pages;
+  for (const trace::Buffer& b : it.buffers) {
+    if (!KeptInSlab(b, inside) || b.bytes == 0) continue;
+    // The pages it shares: those it does not own whole.
+    const uint64_t lo = AlignUp(b.address, page), hi = AlignDown(b.address + b.bytes, page);
+    for (uint64_t q = AlignDown(b.address, page); q < b.address + b.bytes; q += page) {
+      if (q < lo || q >= hi) pages.push_back(q);
+    }
+  }
+  std::sort(pages.begin(), pages.end());
+  return static_cast<uint64_t>(std::unique(pages.begin(), pages.end()) - pages.begin()) * page;
+}
+
 trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwProfile& profile) {
   const bool copies = profile.moves == policy::MovePath::kCopy;
-  const uint64_t page = copies ? kLargePage : kResidencyPage;
+  const uint64_t page = MovePage(profile);
+  const std::vector<bool> inside = AllocatedInside(it);
   trace::Iteration p = it;
   for (trace::Buffer& b : p.buffers) {
+    if (KeptInSlab(b, inside)) {
+      // What it shares with its neighbours stays on the device, outside the plan (UnmovableBytes).
+      const uint64_t lo = AlignUp(b.address, page), hi = AlignDown(b.address + b.bytes, page);
+      b.bytes = hi > lo ? hi - lo : 0;
+      continue;
+    }
     if (b.bytes <= kSmallLimit) continue;
     if (copies && b.bytes % page != 0) b.moved_bytes = b.bytes;
     b.bytes = AlignUp(b.bytes, page);  // a large buffer owns its pages, the last one too
@@ -76,10 +118,6 @@ trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwP
   // Memory the application keeps (allocated before the iteration: weights, optimizer state, a caching allocator's
   // segments) holds its bytes from one iteration to the next: KARMA cannot tell when a value in it is dead, so it
   // never discards one there, and the plan counts it as held throughout (its first use reads it).
-  std::vector<bool> inside(p.buffers.size(), false);
-  for (const trace::Event& e : p.events) {
-    if (e.kind == trace::EventKind::kAlloc && e.buffer < inside.size()) inside[e.buffer] = true;
-  }
   std::vector<bool> seen(p.buffers.size(), false);
   for (trace::Op& op : p.ops) {
     for (const auto* list : {&op.reads, &op.writes, &op.touches}) {

@@ -85,7 +85,14 @@ std::string DescribeLateFrees(const PlanOutcome& outcome, uint64_t capacity);
 // takes as long as the value's own bytes (Buffer::moved_bytes: the copy path copies no more); a buffer read by the
 // op before its late free (the device holds it until then); and memory the application keeps (no allocation in
 // the iteration) read by its first use, so that its value is live throughout: KARMA moves it, never drops it.
+// Such memory packed with others in a slab (1 MiB or less) counts only the whole pages it owns: the executor moves
+// no page a neighbour shares, and those are in UnmovableBytes.
 trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwProfile& profile);
+
+// The device memory no plan moves, from the recorded addresses, in pages of `profile`'s path: the pages that
+// small buffers the application keeps (weights, biases, their gradients) share with their neighbours in a slab.
+// The planner's capacity is the budget less these bytes.
+uint64_t UnmovableBytes(const trace::Iteration& it, const policy::HwProfile& profile);
 
 // Per op, whether the executor can re-run it in a recompute: it can launch it again (a plain kernel launch or a
 // GEMM), and every buffer it writes or touches is exact (ReplayBuffer::exact): nothing else may be rebuilt.

@@ -110,6 +110,19 @@ void PlanControl::PlanAndInstall(const std::shared_ptr<const RecordedIteration>&
     uint64_t capacity = stats_->budget_bytes.load(std::memory_order_relaxed);
     // On the copy path the device holds whole chunks: the pool's size is the budget.
     if (CopyResidency* res = memory_.residency(); res != nullptr) capacity = AlignDown(capacity, res->granularity());
+    // Pages no plan moves stay on the device throughout: the plan has the rest of the budget.
+    if (const uint64_t unmovable = UnmovableBytes(rec->it, profile); unmovable != 0) {
+      if (unmovable >= capacity) {
+        FailPlanning(fmt::format("memory no plan can move ({}: the pages small buffers the application keeps "
+                                 "share) fills the {} budget",
+                                 FormatBytes(unmovable), FormatBytes(capacity)));
+        return;
+      }
+      KARMA_LOG(kInfo, "{} of the {} budget stays on the device outside the plan (the pages small buffers the "
+                "application keeps share): the plan has {}", FormatBytes(unmovable),
+                FormatBytes(capacity), FormatBytes(capacity - unmovable));
+      capacity -= unmovable;
+    }
     if (config_.mode == Mode::kAuto) profile = SettleRecordedLink(*rec, profile, capacity, flags);
     if (config_.mode == Mode::kReplay) {
       InstallGivenPlan(*rec, profile, capacity, flags);

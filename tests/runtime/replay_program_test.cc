@@ -271,6 +271,53 @@ TEST(PlanningIteration, RoundsLargeBuffersToPagesMovesTheirBytesHoldsLateFreedBu
   EXPECT_EQ(c.buffers[2].MovedBytes(), 3u << 20);
 }
 
+// Small buffers the application keeps, packed into a slab: the executor moves only the pages each owns, so the
+// plan counts those, and the pages they share stay on the device (UnmovableBytes, out of the planner's capacity).
+TEST(PlanningIteration, KeptSmallBuffersCountTheirOwnPagesAndTheSharedOnesAreUnmovable) {
+  constexpr uint64_t kSlab = 1ull << 32, K = 1024;
+  trace::Iteration it;
+  // Kept: [0, 100K), [100K, 300K), [300K, 328K) of one slab; then one allocated in the iteration, and a large one.
+  const std::vector<std::pair<uint64_t, uint64_t>> spans = {
+      {kSlab, 100 * K}, {kSlab + 100 * K, 200 * K}, {kSlab + 300 * K, 28 * K}, {kSlab + 328 * K, 200 * K},
+      {kSlab + (4u << 20), 3u << 20}};
+  for (trace::BufferId b = 0; b < spans.size(); ++b) {
+    trace::Buffer buf;
+    buf.id = b;
+    buf.address = spans[b].first;
+    buf.bytes = spans[b].second;
+    it.buffers.push_back(buf);
+  }
+  trace::Op op;
+  op.name = "k0";
+  op.reads = {0, 1, 2, 4};
+  op.writes = {3};
+  it.ops.push_back(op);
+  trace::Event alloc;
+  alloc.kind = trace::EventKind::kAlloc;
+  alloc.buffer = 3;
+  it.events.push_back(alloc);
+  const trace::Iteration p = PlanningIteration(it, policy::DefaultProfile());
+  EXPECT_EQ(p.buffers[0].bytes, 64 * K);   // page 0; page 1 it shares with buffer 1
+  EXPECT_EQ(p.buffers[1].bytes, 128 * K);  // pages 2 and 3; 1 and 4 are shared
+  EXPECT_EQ(p.buffers[2].bytes, 0u);       // pages 4 and 5, both shared
+  EXPECT_EQ(p.buffers[3].bytes, 200 * K);  // allocated in the iteration: its bytes, as before
+  EXPECT_EQ(p.buffers[4].bytes, 3u << 20);
+  // Pages 1, 4 and 5 (buffer 3, allocated in the iteration, is not counted: its pages are its slab's to move).
+  EXPECT_EQ(UnmovableBytes(it, policy::DefaultProfile()), 3 * 64 * K);
+  // On the copy path the page is the 2 MiB chunk: the three share the slab's first one.
+  policy::HwProfile copy = policy::DefaultProfile();
+  copy.moves = policy::MovePath::kCopy;
+  const trace::Iteration c = PlanningIteration(it, copy);
+  for (trace::BufferId b : {0u, 1u, 2u}) EXPECT_EQ(c.buffers[b].bytes, 0u) << b;
+  EXPECT_EQ(UnmovableBytes(it, copy), 2u << 20);
+  trace::Iteration none = it;
+  none.buffers.resize(2);
+  none.buffers[0].bytes = 64 * K;  // owns page 0 whole
+  none.buffers[1].address = kSlab + (2u << 20);
+  none.buffers[1].bytes = 128 * K;
+  EXPECT_EQ(UnmovableBytes(none, policy::DefaultProfile()), 0u);
+}
+
 // The plan cache key changes with what changes the plan: the inputs, the ops excluded from recompute, and the
 // planner's version (a plan an older planner made is not reused).
 TEST(ProfileForDevice, ChoosesTheProfileByTheDevicesName) {
