@@ -16,8 +16,10 @@
 namespace karma::rt {
 namespace {
 
-// A plan made for the measured link is judged on this many timed iterations, and given up for the plan it
-// replaced when their median is more than kTrialSlower times that plan's.
+// A plan on trial is judged on this many timed iterations, and given up for the plan it replaced when their median
+// is more than kTrialSlower times that plan's. Planner II's trial waits for the plan it replaces to be timed over as
+// many (TimedProgram: one iteration can be held back by what runs beside it, another rank planning on the same
+// cores); the measured link's takes the iterations its moves were measured in.
 constexpr uint32_t kTrialIterations = 3;
 constexpr double kTrialSlower = 1.02;
 
@@ -208,7 +210,13 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
   }
   KARMA_LOG(kInfo, "planner II: {:.2f} ms simulated ({}) replaces the first plan from the next iteration; plan {}",
             better->simulated_s * 1e3, better->plan.note, better->path.empty() ? "not saved" : better->path);
-  if (trial) trial_ready_.store(true, std::memory_order_release);
+  if (trial) {
+    if (!better->path.empty() && better->path == outcome->path) {
+      std::lock_guard<std::mutex> lock(mu_);
+      trial_.overwritten = std::make_shared<const policy::Plan>(outcome->plan);
+    }
+    trial_ready_.store(true, std::memory_order_release);
+  }
 }
 
 bool PlanControl::BeginTrial(const char* what) {
@@ -220,7 +228,7 @@ bool PlanControl::BeginTrial(const char* what) {
   std::lock_guard<std::mutex> lock(mu_);
   // Another trial may have begun meanwhile: it stays.
   if (before.program == nullptr || before.iterations == 0 || trial_.active) return false;
-  trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, what};
+  trial_ = PlanTrial{true, before, plan_path_, planned_with_, plan_key_, {}, what, nullptr};
   return true;
 }
 
@@ -229,7 +237,8 @@ Executor::ProgramTime PlanControl::TimedProgram() {
   for (int waited_ms = 0; waited_ms < 60000 && !stop_planning_.load(std::memory_order_relaxed); waited_ms += 10) {
     if (installs_.load(std::memory_order_relaxed) != installed) break;
     // The program installed last, once it runs (the one before it may still, until an iteration start).
-    if (const Executor::ProgramTime now = executor_.program_time(); !executor_.pending() && now.iterations > 0) {
+    if (const Executor::ProgramTime now = executor_.program_time();
+        !executor_.pending() && now.iterations >= kTrialIterations) {
       return now;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -305,9 +314,18 @@ void PlanControl::PostReplan(bool trial) {
   if (replanning_.exchange(true)) return;  // the plan not yet started will see every rejection and rate so far
   auto task = [this, rec, trial] {
     replanning_.store(false);
-    // The plan running when the link was measured may have had no timed iteration yet (it had just replaced
-    // another): the trial then begins once it has one.
-    if (trial) BeginTrial("the plan made for the measured link");
+    // The plan running when the link was measured may not have been timed yet (it had just replaced another), or
+    // another has been installed since (Planner II's, planned before this task ran): the trial then times the plan
+    // running now (TimedProgram), which the new one must beat.
+    if (trial) {
+      const bool pending = executor_.pending();
+      const uint64_t serial = executor_.program_time().serial;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (pending || trial_.before.serial != serial) trial_.active = false;
+      }
+      BeginTrial("the plan made for the measured link");
+    }
     const uint64_t installed = installs_.load(std::memory_order_relaxed);
     PlanAndInstall(rec, executor_.rejected_ops());
     if (!trial) return;
@@ -461,7 +479,7 @@ void PlanControl::OnLinkMeasured() {
     if (h2d > 0) r->h2d_bw = h2d;
     if (d2h > 0) r->d2h_bw = d2h;
   });
-  // The plan replaying now, timed, is what the new one must beat.
+  // The plan replaying now, timed in the iterations just measured, is what the new one must beat.
   const Executor::ProgramTime before = executor_.program_time();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -469,7 +487,7 @@ void PlanControl::OnLinkMeasured() {
     link_.d2h_bw = l.d2h_bw;
     link_.recorded_went_back.clear();
     trial_ = PlanTrial{before.program != nullptr && before.iterations > 0, before, plan_path_, planned_with_,
-                       plan_key_, {}, "the plan made for the measured link"};
+                       plan_key_, {}, "the plan made for the measured link", nullptr};
   }
   PostReplan(true);
 }
@@ -504,6 +522,11 @@ void PlanControl::CheckPlanTrial() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       plan_key_ = t.key;
+    }
+    if (t.overwritten != nullptr) {
+      if (Status st = policy::WritePlanFile(t.path, *t.overwritten); !st.ok()) {
+        KARMA_LOG(kWarn, "the plan gone back to could not be saved again: {}", st.message());
+      }
     }
     InstallProgram(t.before.program, t.path, t.profile);
   };

@@ -140,9 +140,12 @@ class PlanControl {
     std::string key;      // the replaced plan's key
     std::string new_key;  // the key of the plan on trial made for the measured link, once installed
     std::string what;     // which plan is on trial, for the log
+    // The replaced plan where the plan on trial was saved over its file (Planner II's, for the same inputs):
+    // written back if the trial goes back to it, so that a later run reuses the faster plan.
+    std::shared_ptr<const policy::Plan> overwritten;
   };
-  // On the worker: the running program once it has a timed iteration to compare a trial with (untimed when the
-  // process exits, the program changes or a minute passes first).
+  // On the worker: the running program once it has the timed iterations to compare a trial with (kTrialIterations;
+  // untimed when the process exits, the program changes or a minute passes first).
   Executor::ProgramTime TimedProgram();
   // On the worker, where no trial is on: a trial of the plan about to be installed (`what`, for the log) against the
   // one running, once that one is timed (TimedProgram). False when none began.
