@@ -220,7 +220,7 @@ replay_mlp | replay_skipnet | replay_wide | replay_mlp_np4 | replay_skipnet_np4)
     done
     echo "planner II's plan was slower: the first plan saved again"
   fi
-  homed=$(grep -o 'data parallel: the plan keeps the [0-9]* buffers ([^)]*)' "$tmp/dp.log" | tail -1)
+  homed=$(grep -o 'data parallel: the plan keeps the [0-9]* buffers .* in pages of their own)' "$tmp/dp.log" | tail -1)
   [[ -n $homed ]] || fail "no plan homed the shim's buffers on the host: $(grep -E 'planned|libkarma_mpi' "$tmp/dp.log")"
   echo "$homed"
   ops=$(grep -o 'iterations ([0-9]* ops each)' "$tmp/dp.log" | awk '{print $2}' | tr -d '(' | sort -n | head -1)
