@@ -15,10 +15,10 @@ inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) /
 inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 // `bytes` (a size or an address) rounded up to whole residency pages.
 inline constexpr uint64_t PageUp(uint64_t bytes) { return AlignUp(bytes, kResidencyPage); }
-// The bytes of the whole residency pages inside [addr, addr + bytes), which start at PageUp(addr): what moving
-// that range moves without taking a neighbour's bytes along.
-inline constexpr uint64_t OwnedPageBytes(uint64_t addr, uint64_t bytes) {
-  const uint64_t lo = PageUp(addr), hi = AlignDown(addr + bytes, kResidencyPage);
+// The bytes of the whole pages (residency pages unless `page` says otherwise) inside [addr, addr + bytes), which
+// start at AlignUp(addr, page): what moving that range moves without taking a neighbour's bytes along.
+inline constexpr uint64_t OwnedPageBytes(uint64_t addr, uint64_t bytes, uint64_t page = kResidencyPage) {
+  const uint64_t lo = AlignUp(addr, page), hi = AlignDown(addr + bytes, page);
   return hi > lo ? hi - lo : 0;
 }
 

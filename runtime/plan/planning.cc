@@ -10,6 +10,7 @@
 #include "policy/plan_io.h"
 #include "policy/strategies.h"
 #include "ground/common/log.h"
+#include "ground/common/managed_pages.h"
 #include "ground/common/units.h"
 #include "runtime/residency/arena.h"
 #include "ground/trace/analysis.h"
@@ -78,11 +79,10 @@ uint64_t UnmovableBytes(const trace::Iteration& it, const policy::HwProfile& pro
   std::vector<uint64_t> pages;
   for (const trace::Buffer& b : it.buffers) {
     if (!KeptInSlab(b, inside) || b.bytes == 0) continue;
-    // The pages it shares: those it does not own whole.
-    const uint64_t lo = AlignUp(b.address, page), hi = AlignDown(b.address + b.bytes, page);
-    for (uint64_t q = AlignDown(b.address, page); q < b.address + b.bytes; q += page) {
-      if (q < lo || q >= hi) pages.push_back(q);
-    }
+    // The pages it shares, those it does not own whole: only its first and last can be.
+    const uint64_t end = b.address + b.bytes;
+    if (b.address % page != 0) pages.push_back(AlignDown(b.address, page));
+    if (end % page != 0) pages.push_back(AlignDown(end, page));
   }
   std::sort(pages.begin(), pages.end());
   return static_cast<uint64_t>(std::unique(pages.begin(), pages.end()) - pages.begin()) * page;
@@ -96,8 +96,7 @@ trace::Iteration PlanningIteration(const trace::Iteration& it, const policy::HwP
   for (trace::Buffer& b : p.buffers) {
     if (KeptInSlab(b, inside)) {
       // What it shares with its neighbours stays on the device, outside the plan (UnmovableBytes).
-      const uint64_t lo = AlignUp(b.address, page), hi = AlignDown(b.address + b.bytes, page);
-      b.bytes = hi > lo ? hi - lo : 0;
+      b.bytes = OwnedPageBytes(b.address, b.bytes, page);
       continue;
     }
     if (b.bytes <= kSmallLimit) continue;
@@ -176,6 +175,11 @@ Result<PlanOutcome> MakeRuntimePlan(const PlanRequest& req) {
   out.held_peak_bytes = held.memory.peak_bytes;
   out.late_freed_buffers = held.late_buffers;
   out.most_late_bytes = held.most_late_bytes;
+  for (size_t b = 0; b < req.flags.host_home.size() && b < planning.buffers.size(); ++b) {
+    if (!req.flags.host_home[b]) continue;
+    out.homed_bytes += rec.it.buffers[b].bytes;
+    out.homed_owned_bytes += planning.buffers[b].bytes;
+  }
   for (trace::OpId op = 0; op < in.working_set.size(); ++op) {
     if (!in.Paged(op)) continue;
     out.paged_ops++;

@@ -62,6 +62,8 @@ struct PlanOutcome {
   uint64_t late_freed_buffers = 0;
   uint64_t most_late_bytes = 0;
   bool improves = true;    // false when the request's improve_on_s is set and this plan is not faster than it
+  // The buffers homed on the host (PlanFlags::host_home): their bytes, and the pages of their own the plan moves.
+  uint64_t homed_bytes = 0, homed_owned_bytes = 0;
   // Ops whose own buffers exceed the capacity: no plan keeps them on the device, they run with demand paging.
   uint32_t paged_ops = 0;
   trace::OpId largest_op = trace::kNone;  // the one that uses the most, with its bytes

@@ -178,16 +178,9 @@ void PlanControl::PlanAndInstallNew(const RecordedIteration& rec, const policy::
   NotePlan(*outcome, rec, profile, capacity);
   if (const auto homed = std::count(flags.host_home.begin(), flags.host_home.end(), true); homed > 0) {
     // What leaves the device is the pages they own: the rest, shared in slabs, stays (UnmovableBytes).
-    const trace::Iteration planning = PlanningIteration(rec.it, profile);
-    uint64_t bytes = 0, owned = 0;
-    for (size_t b = 0; b < flags.host_home.size(); ++b) {
-      if (!flags.host_home[b]) continue;
-      bytes += rec.buffers[b].bytes;
-      if (b < planning.buffers.size()) owned += planning.buffers[b].bytes;
-    }
     KARMA_LOG(kInfo, "data parallel: the plan keeps the {} buffers ({}) libkarma_mpi.so exchanges or updates on the "
-              "host off the device between iterations ({} in pages of their own)", homed, FormatBytes(bytes),
-              FormatBytes(owned));
+              "host off the device between iterations ({} in pages of their own)", homed,
+              FormatBytes(outcome->homed_bytes), FormatBytes(outcome->homed_owned_bytes));
   }
   if (Status st = CompileAndInstall(rec, outcome->plan, outcome->path, profile); !st.ok()) {
     FailPlanning(st.message());
